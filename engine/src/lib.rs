@@ -1,0 +1,28 @@
+//! Dialproof's sans-IO core.
+//!
+//! Everything that decides something lives here: which number to lease, how a
+//! verification moves between states, whether a key is over its rate limit,
+//! whether a create request is valid, how a webhook is signed and when it is
+//! retried. Nothing here reads a clock, touches a socket, a file or SQLite:
+//! time comes in as an argument ([`time::UnixMillis`]) and randomness as
+//! bytes, so tests can run a day of TTLs in a millisecond and replay a seeded
+//! run exactly.
+//!
+//! What this crate is not for: persistence (see `dialproof-storage`), and any
+//! network or thread handling (the `dialproof` binary is the only IO layer).
+#![forbid(unsafe_code)]
+
+pub mod apikey;
+pub mod expiry;
+pub mod ids;
+pub mod lease;
+pub mod pool;
+pub mod ratelimit;
+pub mod ssrf;
+pub mod time;
+pub mod validate;
+pub mod verification;
+pub mod webhook;
+
+/// A company's row id. Every resource is scoped to one company.
+pub type CompanyId = i64;

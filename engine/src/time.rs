@@ -1,0 +1,92 @@
+//! Wall-clock instants as plain numbers, and their ISO 8601 rendering.
+//!
+//! The engine never reads a clock: callers pass `now`. This module only
+//! converts between Unix milliseconds and the UTC text form the API shows
+//! (`2026-11-21T20:45:00.123Z`). It is not a general date library.
+
+use std::fmt;
+
+/// Milliseconds since the Unix epoch, UTC.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct UnixMillis(pub i64);
+
+impl UnixMillis {
+    pub const fn from_secs(secs: i64) -> Self {
+        UnixMillis(secs * 1000)
+    }
+
+    pub fn plus_seconds(self, seconds: u32) -> Self {
+        UnixMillis(self.0 + i64::from(seconds) * 1000)
+    }
+
+    pub fn plus_millis(self, millis: i64) -> Self {
+        UnixMillis(self.0 + millis)
+    }
+
+    /// Whole seconds since the epoch, rounded down (for `t=` in signatures).
+    pub fn unix_seconds(self) -> i64 {
+        self.0.div_euclid(1000)
+    }
+
+    /// RFC 3339 / ISO 8601 in UTC with millisecond precision and a `Z` zone.
+    pub fn to_rfc3339(self) -> String {
+        self.to_string()
+    }
+}
+
+impl fmt::Display for UnixMillis {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let secs = self.0.div_euclid(1000);
+        let millis = self.0.rem_euclid(1000);
+        let days = secs.div_euclid(86_400);
+        let sod = secs.rem_euclid(86_400);
+        let (y, m, d) = civil_from_days(days);
+        write!(
+            f,
+            "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+            sod / 3600,
+            (sod / 60) % 60,
+            sod % 60
+        )
+    }
+}
+
+/// Days since 1970-01-01 to a proleptic Gregorian (year, month, day).
+/// Howard Hinnant's `civil_from_days` algorithm.
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_epoch_and_known_instants() {
+        assert_eq!(UnixMillis(0).to_rfc3339(), "1970-01-01T00:00:00.000Z");
+        // 2000-02-29 (leap day) 12:34:56.789 UTC
+        assert_eq!(
+            UnixMillis(951_827_696_789).to_rfc3339(),
+            "2000-02-29T12:34:56.789Z"
+        );
+        assert_eq!(
+            UnixMillis(1_795_000_000_000).to_rfc3339(),
+            "2026-11-18T07:46:40.000Z"
+        );
+    }
+
+    #[test]
+    fn before_epoch_rounds_down() {
+        assert_eq!(UnixMillis(-1).to_rfc3339(), "1969-12-31T23:59:59.999Z");
+        assert_eq!(UnixMillis(-1).unix_seconds(), -1);
+    }
+}

@@ -1,0 +1,47 @@
+//! Bearer-key authentication against the in-memory key cache.
+
+use super::texts;
+use crate::app::App;
+use crate::http::{Request, Response};
+use dialproof_engine::apikey::{parse_token, verify_secret};
+use dialproof_engine::time::UnixMillis;
+use dialproof_storage::KeyRow;
+
+fn unauthorized(text: &str) -> Response {
+    Response::detail(401, text).with_header("WWW-Authenticate", "Bearer")
+}
+
+/// The key a request authenticates with, or the 401 to answer.
+///
+/// A missing header, or one with another scheme, is "not provided"; a Bearer
+/// header whose token is malformed, unknown or revoked is "invalid key". The
+/// spec asks for exactly one space after `Bearer`; the scheme name itself is
+/// case-insensitive (RFC 7235).
+pub fn authenticate(app: &App, req: &Request, now: UnixMillis) -> Result<KeyRow, Response> {
+    if req.header_count("authorization") > 1 {
+        return Err(unauthorized(texts::INVALID_KEY));
+    }
+    let Some(value) = req.header("authorization") else {
+        return Err(unauthorized(texts::NOT_AUTHENTICATED));
+    };
+    let Some((scheme, token)) = value.split_once(' ') else {
+        return Err(if value.eq_ignore_ascii_case("bearer") {
+            unauthorized(texts::INVALID_KEY)
+        } else {
+            unauthorized(texts::NOT_AUTHENTICATED)
+        });
+    };
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return Err(unauthorized(texts::NOT_AUTHENTICATED));
+    }
+    let Some(parsed) = parse_token(token) else {
+        return Err(unauthorized(texts::INVALID_KEY));
+    };
+    let Some(key) = app.keys.key_or_refresh(parsed.prefix, now) else {
+        return Err(unauthorized(texts::INVALID_KEY));
+    };
+    if key.revoked_at.is_some() || !verify_secret(parsed.secret, &key.secret_hash) {
+        return Err(unauthorized(texts::INVALID_KEY));
+    }
+    Ok(key)
+}

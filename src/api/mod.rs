@@ -1,0 +1,145 @@
+//! The public API: routing, then for each endpoint the spec's order of
+//! checks: authentication, permission, throttling, method, then parsing and
+//! validation (so an unauthenticated PUT gets 401, and a 405 uses quota).
+//!
+//! Not for: HTTP framing (`crate::http`) or business decisions (the engine).
+
+mod auth;
+pub mod texts;
+mod verifications;
+mod webhook_guard;
+
+use crate::app::App;
+use crate::http::{Request, Response};
+use crate::metrics::Metrics;
+use dialproof_engine::ratelimit::{throttled_detail, Decision};
+
+/// The resource a path names.
+#[derive(Debug, PartialEq, Eq)]
+enum Route<'a> {
+    Collection,
+    Item(&'a str),
+    Cancel(&'a str),
+}
+
+/// What routing found for a path.
+#[derive(Debug, PartialEq, Eq)]
+enum Routed<'a> {
+    Api(Route<'a>),
+    /// The path names a resource but lacks its trailing slash.
+    AddSlash,
+    NotFound,
+}
+
+const COLLECTION: &str = "/api/v1/verifications/";
+
+fn route(path: &str) -> Routed<'_> {
+    let with_slash = |p: &str| -> bool {
+        let mut s = String::with_capacity(p.len() + 1);
+        s.push_str(p);
+        s.push('/');
+        matches!(route_exact(&s), Some(_))
+    };
+    match route_exact(path) {
+        Some(r) => Routed::Api(r),
+        None if !path.ends_with('/') && with_slash(path) => Routed::AddSlash,
+        None => Routed::NotFound,
+    }
+}
+
+fn route_exact(path: &str) -> Option<Route<'_>> {
+    if path == COLLECTION {
+        return Some(Route::Collection);
+    }
+    let rest = path.strip_prefix(COLLECTION)?.strip_suffix('/')?;
+    let segment_ok = |s: &str| !s.is_empty() && !s.contains('/');
+    if segment_ok(rest) {
+        return Some(Route::Item(rest));
+    }
+    let id = rest.strip_suffix("/cancel")?;
+    segment_ok(id).then_some(Route::Cancel(id))
+}
+
+/// Entry point for every HTTPS request.
+pub fn handle(app: &App, req: &Request) -> Response {
+    Metrics::inc(&app.metrics.http_requests);
+    match route(&req.path) {
+        Routed::Api(r) => endpoint(app, req, r),
+        Routed::AddSlash => {
+            let mut location = format!("{}/", req.path);
+            if let Some(q) = &req.query {
+                location.push('?');
+                location.push_str(q);
+            }
+            Response::json(301, "{}").with_header("Location", location)
+        }
+        Routed::NotFound => Response::detail(404, texts::NOT_FOUND),
+    }
+}
+
+fn endpoint(app: &App, req: &Request, route: Route<'_>) -> Response {
+    let now = app.now();
+    let key = match auth::authenticate(app, req, now) {
+        Ok(k) => k,
+        Err(resp) => {
+            Metrics::inc(&app.metrics.auth_failures);
+            return resp;
+        }
+    };
+    let limit = key
+        .rate_limit_per_minute
+        .unwrap_or(dialproof_engine::ratelimit::DEFAULT_LIMIT_PER_MINUTE);
+    if let Decision::Refuse {
+        retry_after_seconds,
+        blocked,
+    } = app.limiters.check(&key.prefix, now, limit)
+    {
+        Metrics::inc(&app.metrics.throttled);
+        if blocked {
+            tracing::warn!(key = %key.prefix, retry_after_seconds, "request from a blocked key");
+        }
+        return Response::detail(429, &throttled_detail(retry_after_seconds))
+            .with_header("Retry-After", retry_after_seconds.to_string());
+    }
+    if app.limiters.should_touch(key.id, now) {
+        let _ = app.store.submit(dialproof_storage::WriteOp::TouchKey {
+            key_id: key.id,
+            at: now,
+        });
+    }
+    let allowed = match route {
+        Route::Collection | Route::Cancel(_) => "POST",
+        Route::Item(_) => "GET",
+    };
+    if req.method != allowed {
+        return Response::detail(405, &texts::method_not_allowed(&req.method))
+            .with_header("Allow", allowed);
+    }
+    match route {
+        Route::Collection => verifications::create(app, req, &key, now),
+        Route::Item(id) => verifications::read(app, &key, id),
+        Route::Cancel(id) => verifications::cancel(app, &key, id, now),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_and_slash_redirects() {
+        assert_eq!(route("/api/v1/verifications/"), Routed::Api(Route::Collection));
+        assert_eq!(route("/api/v1/verifications/abc/"), Routed::Api(Route::Item("abc")));
+        assert_eq!(
+            route("/api/v1/verifications/abc/cancel/"),
+            Routed::Api(Route::Cancel("abc"))
+        );
+        assert_eq!(route("/api/v1/verifications"), Routed::AddSlash);
+        assert_eq!(route("/api/v1/verifications/abc"), Routed::AddSlash);
+        assert_eq!(route("/api/v1/verifications/abc/cancel"), Routed::AddSlash);
+        assert_eq!(route("/api/v1/verifications//"), Routed::NotFound);
+        assert_eq!(route("/api/v1/verifications/a/b/"), Routed::NotFound);
+        assert_eq!(route("/"), Routed::NotFound);
+        assert_eq!(route("/api/v2/verifications/"), Routed::NotFound);
+    }
+}

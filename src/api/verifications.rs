@@ -1,0 +1,235 @@
+//! The three verification endpoints: create, read and cancel.
+
+use super::{texts, webhook_guard};
+use crate::app::App;
+use crate::http::{Request, Response};
+use crate::metrics::Metrics;
+use crate::wait::wait_for;
+use dialproof_engine::ids::VerificationId;
+use dialproof_engine::time::UnixMillis;
+use dialproof_engine::validate::{parse_create, CreateError, FieldErrors};
+use dialproof_engine::verification::{Event, Status};
+use dialproof_storage::{KeyRow, NewRejection, VerificationRow, WriteOp};
+use serde::Serialize;
+use std::time::Duration;
+
+/// How long a request waits for its commit or read. The writer commits in
+/// milliseconds; this bounds the wait if the disk stalls.
+const STORAGE_WAIT: Duration = Duration::from_secs(30);
+
+/// The Verification object, fields in the spec's order.
+#[derive(Serialize)]
+struct Body<'a> {
+    verification_id: &'a str,
+    phone: &'a str,
+    dial_number: &'a str,
+    client_ref: &'a str,
+    info: &'a str,
+    status: &'static str,
+    ttl_seconds: u32,
+    created_at: String,
+    expires_at: String,
+    completed_at: Option<String>,
+    caller_id_received: &'a str,
+}
+
+fn render(row: &VerificationRow) -> String {
+    let completed = row.status == Status::Completed;
+    let body = Body {
+        verification_id: &row.id,
+        phone: &row.phone,
+        dial_number: &row.dial_number,
+        client_ref: &row.client_ref,
+        info: &row.info,
+        status: row.status.as_str(),
+        ttl_seconds: row.ttl_seconds,
+        created_at: row.created_at.to_rfc3339(),
+        expires_at: row.expires_at.to_rfc3339(),
+        completed_at: if completed {
+            row.completed_at.map(UnixMillis::to_rfc3339)
+        } else {
+            None
+        },
+        caller_id_received: if completed { &row.caller_id } else { "" },
+    };
+    // A struct of strings and integers always serialises.
+    serde_json::to_string(&body).unwrap_or_default()
+}
+
+fn server_error(app: &App) -> Response {
+    Metrics::inc(&app.metrics.storage_errors);
+    Response::detail(500, texts::SERVER_ERROR)
+}
+
+pub fn create(app: &App, req: &Request, key: &KeyRow, now: UnixMillis) -> Response {
+    let company = app.keys.company(key.company_id);
+    let parsed = parse_create(&req.body);
+    let webhook_error = |url: &str| webhook_guard::check(app, company.as_ref(), url).err();
+    let input = match parsed {
+        Ok(input) => {
+            if let Some(msg) = webhook_error(&input.webhook_url) {
+                let mut errors = FieldErrors::default();
+                errors.add("webhook_url", msg);
+                return invalid(app, &errors);
+            }
+            input
+        }
+        Err(CreateError::Json(detail)) => {
+            Metrics::inc(&app.metrics.creates_invalid);
+            return Response::detail(400, &detail);
+        }
+        Err(CreateError::Fields(mut errors)) => {
+            // DRF reports every field's errors together: when the URL itself
+            // passed its field checks, the SSRF guard still runs on it.
+            if !errors.0.iter().any(|(f, _)| f == "webhook_url") {
+                if let Some(url) = raw_string_field(&req.body, "webhook_url") {
+                    if let Some(msg) = webhook_error(&url) {
+                        errors.add("webhook_url", msg);
+                    }
+                }
+            }
+            return invalid(app, &errors);
+        }
+    };
+
+    let Some((dial_number, generation)) = app.leases.lease(input.pool, key.company_id) else {
+        Metrics::inc(&app.metrics.creates_rejected_no_number);
+        tracing::warn!(
+            key = %key.prefix,
+            company_id = key.company_id,
+            pool = input.pool.as_str(),
+            "no dial number available; create rejected with 503"
+        );
+        let _ = app.store.submit(WriteOp::InsertRejection(NewRejection {
+            company_id: key.company_id,
+            api_key_id: key.id,
+            phone: input.phone.clone(),
+            pool: input.pool,
+            reason: texts::NO_NUMBER_REASON.to_owned(),
+            at: now,
+        }));
+        let body = serde_json::json!({
+            "error": texts::NO_NUMBER_CODE,
+            "message": texts::NO_NUMBER_MESSAGE,
+            "retry_after": texts::NO_NUMBER_RETRY_AFTER_SECONDS,
+        });
+        return Response::json(503, body.to_string()).with_header(
+            "Retry-After",
+            texts::NO_NUMBER_RETRY_AFTER_SECONDS.to_string(),
+        );
+    };
+
+    let id = VerificationId::new(now, rand::random::<u128>());
+    let row = VerificationRow {
+        id: id.as_str().to_owned(),
+        company_id: key.company_id,
+        api_key_id: key.id,
+        phone: input.phone,
+        dial_number: dial_number.clone(),
+        pool: input.pool,
+        client_ref: input.client_ref,
+        info: input.info,
+        webhook_url: input.webhook_url,
+        ttl_seconds: input.ttl_seconds,
+        status: Status::Pending,
+        created_at: now,
+        expires_at: now.plus_seconds(input.ttl_seconds),
+        completed_at: None,
+        caller_id: String::new(),
+        lease_generation: generation,
+        failure_reason: None,
+    };
+    let body = render(&row);
+    let expires_at = row.expires_at;
+    let committed = wait_for(STORAGE_WAIT, |reply| {
+        if let Err(e) = app.store.submit(WriteOp::InsertVerification { row, reply }) {
+            tracing::error!(error = %e, "create not queued");
+        }
+    });
+    match committed {
+        Some(Ok(())) => {}
+        other => {
+            // Not committed (or not known to be): give the number back only
+            // when the write surely failed; after a timeout the row may still
+            // commit, and then its own expiry releases the number.
+            if matches!(other, Some(Err(_))) {
+                app.leases.release(&dial_number, generation);
+            }
+            tracing::error!(verification_id = %id, result = ?other.map(|r| r.err()),
+                "create not committed");
+            return server_error(app);
+        }
+    }
+    if app.expiry.try_send((expires_at, id.as_str().to_owned())).is_err() {
+        tracing::error!(verification_id = %id, "expiry queue full; expiry deferred to restart");
+    }
+    Metrics::inc(&app.metrics.creates_ok);
+    tracing::info!(verification_id = %id, key = %key.prefix, %dial_number, "verification created");
+    Response::json(201, body).with_header(
+        "Location",
+        format!("/api/v1/verifications/{}/", id.as_str()),
+    )
+}
+
+fn invalid(app: &App, errors: &FieldErrors) -> Response {
+    Metrics::inc(&app.metrics.creates_invalid);
+    Response::json(400, errors.to_json())
+}
+
+/// The string value of `field` in a JSON object body, if there is one.
+fn raw_string_field(body: &[u8], field: &str) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_slice(body).ok()?;
+    v.get(field)?.as_str().map(str::to_owned)
+}
+
+pub fn read(app: &App, key: &KeyRow, id: &str) -> Response {
+    let Some(id) = VerificationId::parse(id) else {
+        return Response::detail(404, texts::NOT_FOUND);
+    };
+    let company = key.company_id;
+    let row = wait_for(STORAGE_WAIT, |reply| {
+        app.store.read(
+            move |r| r.get_verification(id.as_str(), company),
+            reply,
+        )
+    });
+    match row {
+        Some(Ok(Ok(Some(row)))) => Response::json(200, render(&row)),
+        Some(Ok(Ok(None))) => Response::detail(404, texts::NOT_FOUND),
+        other => {
+            tracing::error!(result = ?other.map(|r| r.map(|x| x.err())), "read failed");
+            server_error(app)
+        }
+    }
+}
+
+pub fn cancel(app: &App, key: &KeyRow, id: &str, now: UnixMillis) -> Response {
+    let Some(id) = VerificationId::parse(id) else {
+        return Response::detail(404, texts::NOT_FOUND);
+    };
+    let result = wait_for(STORAGE_WAIT, |reply| {
+        let op = WriteOp::Transition {
+            id: id.as_str().to_owned(),
+            company_id: Some(key.company_id),
+            event: Event::Cancel { at: now },
+            reply: Some(reply),
+        };
+        if let Err(e) = app.store.submit(op) {
+            tracing::error!(error = %e, "cancel not queued");
+        }
+    });
+    match result {
+        Some(Ok(t)) => {
+            let row = t.row.clone();
+            app.after_transition(Ok(t));
+            match row {
+                Some(row) => Response::json(200, render(&row)),
+                None => Response::detail(404, texts::NOT_FOUND),
+            }
+        }
+        other => {
+            tracing::error!(result = ?other.map(|r| r.err()), "cancel failed");
+            server_error(app)
+        }
+    }
+}

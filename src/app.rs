@@ -1,0 +1,76 @@
+//! The running service's shared state, and the glue between its parts.
+//!
+//! One [`App`] is shared by every coroutine and thread: the store handle, the
+//! lease table, the key cache, the per-key windows, the resolver and the
+//! channel to the expiry thread. Its methods are the seams where a decision
+//! turns into effects, e.g. [`App::after_transition`] releases a lease only
+//! once the transition that ended it is committed.
+//!
+//! Not for: HTTP (see `crate::api`) or deciding anything (the engine does).
+
+use crate::config::Config;
+use crate::keys::KeyCache;
+use crate::leases::Leases;
+use crate::limits::RateLimiters;
+use crate::metrics::Metrics;
+use crate::resolve::Resolver;
+use crossbeam_channel::Sender;
+use dialproof_engine::time::UnixMillis;
+use dialproof_storage::{StorageError, Store, TransitionResult};
+use parking_lot::RwLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+pub struct App {
+    pub store: Store,
+    pub leases: Leases,
+    pub keys: KeyCache,
+    pub limiters: RateLimiters,
+    pub resolver: Resolver,
+    pub expiry: Sender<(UnixMillis, String)>,
+    pub metrics: Metrics,
+    pub config: RwLock<Arc<Config>>,
+    pub stop: Arc<AtomicBool>,
+}
+
+impl App {
+    /// The wall clock. The only place the service reads it for decisions.
+    pub fn now(&self) -> UnixMillis {
+        let d = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        UnixMillis(i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+    }
+
+    pub fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+
+    /// Effects of a committed transition: release the lease it ended.
+    /// (Webhook rows were written in the same transaction as the change.)
+    pub fn after_transition(&self, result: Result<TransitionResult, StorageError>) {
+        match result {
+            Ok(t) => {
+                if let Some((number, generation)) = &t.released {
+                    if !self.leases.release(number, *generation) {
+                        // A stale generation: the number was already released
+                        // (e.g. carried over a reload); nothing to undo.
+                        tracing::debug!(%number, generation, "lease already released");
+                    }
+                }
+                if t.changed {
+                    if let Some(row) = &t.row {
+                        self.metrics.transition(row.status);
+                        tracing::info!(
+                            verification_id = %row.id,
+                            status = row.status.as_str(),
+                            dial_number = %row.dial_number,
+                            "verification ended"
+                        );
+                    }
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "transition failed"),
+        }
+    }
+}

@@ -1,0 +1,422 @@
+//! The command line: `serve`, and the operator commands that manage
+//! companies, keys and number dedications directly in the database (the
+//! running service picks changes up within a second).
+//!
+//! Every command prints a human-readable answer, or one JSON object with
+//! `--json` for scripts. Secrets (API tokens, webhook secrets) are printed
+//! once, at creation, and are never retrievable again.
+
+use crate::config::Config;
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand, ValueEnum};
+use dialproof_engine::apikey;
+use dialproof_engine::time::UnixMillis;
+use dialproof_storage::Admin;
+use dialproof_storage::{CompanyRow, KeyRow};
+use rand::RngCore;
+use serde_json::json;
+use std::path::{Path, PathBuf};
+
+/// After a webhook secret rotation the previous secret keeps signing (as a
+/// second `v1=` entry) for this long, so receivers can roll over.
+pub const SECRET_ROTATION_GRACE_MS: i64 = 24 * 3600 * 1000;
+/// Key labels are for people; keep them short.
+pub const LABEL_CHARS_MAX: usize = 100;
+pub const COMPANY_NAME_CHARS_MAX: usize = 200;
+/// The highest per-key limit the operator may set (requests per minute).
+pub const KEY_LIMIT_PER_MINUTE_MAX: u32 = 100_000;
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Parser)]
+#[command(name = "dialproof", version, about = "Phone-ownership verification by inbound call")]
+pub struct Args {
+    /// Configuration file. Without it, ./dialproof.toml is used if present,
+    /// else the built-in default (loopback, ./data).
+    #[arg(long, global = true)]
+    pub config: Option<PathBuf>,
+    /// Print one JSON object instead of text (operator commands).
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Log line format on stderr.
+    #[arg(long, global = true, value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the service.
+    Serve,
+    /// Companies (API clients).
+    #[command(subcommand)]
+    Company(CompanyCmd),
+    /// API keys.
+    #[command(subcommand)]
+    Key(KeyCmd),
+    /// Dial numbers: listing and dedication to one company.
+    #[command(subcommand)]
+    Number(NumberCmd),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CompanyCmd {
+    /// Create a company; prints its id and its webhook secret (once).
+    Create {
+        #[arg(long)]
+        name: String,
+    },
+    /// List companies.
+    List,
+    /// Rotate the webhook secret; prints the new secret (once). The old one
+    /// keeps signing alongside for 24 hours.
+    RotateSecret { id: i64 },
+    /// Send `verification.failed` webhooks to this company (off by default).
+    FailedWebhooks {
+        id: i64,
+        #[arg(value_parser = ["on", "off"])]
+        state: String,
+    },
+    /// Mark webhook URL prefixes as development URLs (http allowed, and
+    /// loopback or private addresses); no URLs clears the list.
+    DevUrls { id: i64, urls: Vec<String> },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KeyCmd {
+    /// Create a key; prints the full token once.
+    Create {
+        #[arg(long)]
+        company: i64,
+        #[arg(long)]
+        label: String,
+    },
+    /// List keys (prefix, label, company, limit, last use, revocation).
+    List {
+        #[arg(long)]
+        company: Option<i64>,
+    },
+    /// Revoke a key by its 8-character prefix.
+    Revoke { prefix: String },
+    /// Set a key's limit in requests per sliding minute, or `default` (120).
+    SetLimit { prefix: String, limit: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum NumberCmd {
+    /// Configured numbers with their pool, line and dedication.
+    List,
+    /// Dedicate a configured number to one company.
+    Dedicate {
+        number: String,
+        #[arg(long)]
+        company: i64,
+    },
+    /// Return a dedicated number to the shared pool.
+    Undedicate { number: String },
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let config_path = args.config.clone().or_else(|| {
+        let default = PathBuf::from("dialproof.toml");
+        default.exists().then_some(default)
+    });
+    if let Command::Serve = args.command {
+        return crate::service::run(config_path);
+    }
+    let config = Config::load(config_path.as_deref())?;
+    let admin = open_admin(&config.database_path())?;
+    let out = Output { json: args.json };
+    match args.command {
+        Command::Serve => unreachable!("handled above"),
+        Command::Company(c) => company(&admin, c, &out),
+        Command::Key(k) => key(&admin, k, &out),
+        Command::Number(n) => number(&admin, &config, n, &out),
+    }
+}
+
+fn open_admin(db: &Path) -> Result<Admin> {
+    if let Some(dir) = db.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    Admin::open(db).map_err(|e| anyhow::anyhow!("opening {}: {e}", db.display()))
+}
+
+struct Output {
+    json: bool,
+}
+
+impl Output {
+    fn print(&self, value: serde_json::Value, text: impl FnOnce() -> String) {
+        if self.json {
+            println!("{value}");
+        } else {
+            println!("{}", text());
+        }
+    }
+}
+
+fn now() -> UnixMillis {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    UnixMillis(i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+fn storage<T>(r: Result<T, dialproof_storage::StorageError>) -> Result<T> {
+    r.map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+fn new_webhook_secret() -> String {
+    let mut random = [0u8; 32];
+    rand::thread_rng().fill_bytes(&mut random);
+    apikey::mint_webhook_secret(&random)
+}
+
+fn company_json(c: &CompanyRow) -> serde_json::Value {
+    json!({
+        "id": c.id,
+        "name": c.name,
+        "created_at": c.created_at.to_rfc3339(),
+        "send_failed_webhooks": c.send_failed_webhooks,
+        "dev_webhook_urls": c.dev_webhook_urls,
+        "secret_rotated_grace_until": c.previous_secret_valid_until.map(UnixMillis::to_rfc3339),
+    })
+}
+
+fn company(admin: &Admin, cmd: CompanyCmd, out: &Output) -> Result<()> {
+    match cmd {
+        CompanyCmd::Create { name } => {
+            let name = name.trim();
+            if name.is_empty() || name.chars().count() > COMPANY_NAME_CHARS_MAX {
+                bail!("company name must be 1..={COMPANY_NAME_CHARS_MAX} characters");
+            }
+            let secret = new_webhook_secret();
+            let c = storage(admin.create_company(name, &secret, now()))?;
+            let mut v = company_json(&c);
+            v["webhook_secret"] = json!(secret);
+            out.print(v, || {
+                format!(
+                    "company {} created: {}\nwebhook secret (shown once): {secret}",
+                    c.id, c.name
+                )
+            });
+        }
+        CompanyCmd::List => {
+            let all = storage(admin.list_companies())?;
+            out.print(json!(all.iter().map(company_json).collect::<Vec<_>>()), || {
+                let mut s = format!("{:>6}  {:<30}  {:<6}  {}", "ID", "NAME", "FAILED", "DEV URLS");
+                for c in &all {
+                    s.push_str(&format!(
+                        "\n{:>6}  {:<30}  {:<6}  {}",
+                        c.id,
+                        c.name,
+                        if c.send_failed_webhooks { "on" } else { "off" },
+                        c.dev_webhook_urls.join(" ")
+                    ));
+                }
+                s
+            });
+        }
+        CompanyCmd::RotateSecret { id } => {
+            let secret = new_webhook_secret();
+            let until = now().plus_millis(SECRET_ROTATION_GRACE_MS);
+            storage(admin.rotate_webhook_secret(id, &secret, until))?;
+            out.print(
+                json!({"id": id, "webhook_secret": secret, "previous_valid_until": until.to_rfc3339()}),
+                || {
+                    format!(
+                        "new webhook secret for company {id} (shown once): {secret}\n\
+                         the previous secret also signs until {until}"
+                    )
+                },
+            );
+        }
+        CompanyCmd::FailedWebhooks { id, state } => {
+            let on = state == "on";
+            storage(admin.set_send_failed_webhooks(id, on))?;
+            out.print(json!({"id": id, "send_failed_webhooks": on}), || {
+                format!("company {id}: verification.failed webhooks {state}")
+            });
+        }
+        CompanyCmd::DevUrls { id, urls } => {
+            for u in &urls {
+                if !(u.starts_with("http://") || u.starts_with("https://")) {
+                    bail!("development URL {u:?} must start with http:// or https://");
+                }
+            }
+            storage(admin.set_dev_webhook_urls(id, urls.clone()))?;
+            out.print(json!({"id": id, "dev_webhook_urls": urls}), || {
+                format!("company {id}: development URLs set: {}", urls.join(" "))
+            });
+        }
+    }
+    Ok(())
+}
+
+fn key_json(k: &KeyRow) -> serde_json::Value {
+    json!({
+        "id": k.id,
+        "company_id": k.company_id,
+        "label": k.label,
+        "prefix": k.prefix,
+        "created_at": k.created_at.to_rfc3339(),
+        "last_used_at": k.last_used_at.map(UnixMillis::to_rfc3339),
+        "revoked_at": k.revoked_at.map(UnixMillis::to_rfc3339),
+        "rate_limit_per_minute": k.rate_limit_per_minute
+            .unwrap_or(dialproof_engine::ratelimit::DEFAULT_LIMIT_PER_MINUTE),
+        "rate_limit_is_default": k.rate_limit_per_minute.is_none(),
+    })
+}
+
+fn key(admin: &Admin, cmd: KeyCmd, out: &Output) -> Result<()> {
+    match cmd {
+        KeyCmd::Create { company, label } => {
+            let label = label.trim();
+            if label.is_empty() || label.chars().count() > LABEL_CHARS_MAX {
+                bail!("label must be 1..={LABEL_CHARS_MAX} characters");
+            }
+            let mut random = [0u8; apikey::KEY_PREFIX_LEN + apikey::SECRET_LEN];
+            rand::thread_rng().fill_bytes(&mut random);
+            let minted = apikey::mint(&random);
+            let k = storage(admin.create_key(
+                company,
+                label,
+                &minted.prefix,
+                &minted.secret_hash,
+                now(),
+            ))?;
+            let mut v = key_json(&k);
+            v["token"] = json!(minted.token);
+            out.print(v, || {
+                format!(
+                    "key {} created for company {} (label {:?})\ntoken (shown once): {}",
+                    k.prefix, k.company_id, k.label, minted.token
+                )
+            });
+        }
+        KeyCmd::List { company } => {
+            let all = storage(admin.list_keys(company))?;
+            out.print(json!(all.iter().map(key_json).collect::<Vec<_>>()), || {
+                let mut s = format!(
+                    "{:<8}  {:>7}  {:<24}  {:>9}  {:<24}  {}",
+                    "PREFIX", "COMPANY", "LABEL", "LIMIT/MIN", "LAST USED", "REVOKED"
+                );
+                for k in &all {
+                    let limit = match k.rate_limit_per_minute {
+                        Some(l) => l.to_string(),
+                        None => format!(
+                            "{} (default)",
+                            dialproof_engine::ratelimit::DEFAULT_LIMIT_PER_MINUTE
+                        ),
+                    };
+                    s.push_str(&format!(
+                        "\n{:<8}  {:>7}  {:<24}  {:>9}  {:<24}  {}",
+                        k.prefix,
+                        k.company_id,
+                        k.label,
+                        limit,
+                        k.last_used_at.map(|t| t.to_rfc3339()).unwrap_or("-".into()),
+                        k.revoked_at.map(|t| t.to_rfc3339()).unwrap_or("-".into()),
+                    ));
+                }
+                s
+            });
+        }
+        KeyCmd::Revoke { prefix } => {
+            if !storage(admin.revoke_key(&prefix, now()))? {
+                bail!("no active key with prefix {prefix:?}");
+            }
+            out.print(json!({"prefix": prefix, "revoked": true}), || {
+                format!("key {prefix} revoked")
+            });
+        }
+        KeyCmd::SetLimit { prefix, limit } => {
+            let value = if limit == "default" {
+                None
+            } else {
+                match limit.parse::<u32>() {
+                    Ok(n) if (1..=KEY_LIMIT_PER_MINUTE_MAX).contains(&n) => Some(n),
+                    _ => bail!(
+                        "limit must be 1..={KEY_LIMIT_PER_MINUTE_MAX} or `default`, got {limit:?}"
+                    ),
+                }
+            };
+            if !storage(admin.set_key_limit(&prefix, value))? {
+                bail!("no key with prefix {prefix:?}");
+            }
+            let shown = value.unwrap_or(dialproof_engine::ratelimit::DEFAULT_LIMIT_PER_MINUTE);
+            out.print(
+                json!({"prefix": prefix, "rate_limit_per_minute": shown, "rate_limit_is_default": value.is_none()}),
+                || format!("key {prefix}: {shown} requests per minute"),
+            );
+        }
+    }
+    Ok(())
+}
+
+fn number(admin: &Admin, config: &Config, cmd: NumberCmd, out: &Output) -> Result<()> {
+    let configured = config.numbers()?;
+    match cmd {
+        NumberCmd::List => {
+            let dedicated: std::collections::HashMap<String, i64> =
+                storage(admin.list_dedicated_numbers())?.into_iter().collect();
+            let rows: Vec<serde_json::Value> = configured
+                .iter()
+                .map(|n| {
+                    let line = &config.lines[n.line as usize].name;
+                    json!({
+                        "number": n.number,
+                        "pool": n.pool.as_str(),
+                        "line": line,
+                        "active": n.active,
+                        "dedicated_to": dedicated.get(&n.number).copied().or(n.dedicated_to),
+                    })
+                })
+                .collect();
+            out.print(json!(rows), || {
+                let mut s = format!(
+                    "{:<17}  {:<13}  {:<16}  {:<6}  {}",
+                    "NUMBER", "POOL", "LINE", "ACTIVE", "DEDICATED TO"
+                );
+                for r in &rows {
+                    s.push_str(&format!(
+                        "\n{:<17}  {:<13}  {:<16}  {:<6}  {}",
+                        r["number"].as_str().unwrap_or(""),
+                        r["pool"].as_str().unwrap_or(""),
+                        r["line"].as_str().unwrap_or(""),
+                        r["active"],
+                        r["dedicated_to"]
+                            .as_i64()
+                            .map(|c| format!("company {c}"))
+                            .unwrap_or("shared".into()),
+                    ));
+                }
+                s
+            });
+        }
+        NumberCmd::Dedicate { number, company } => {
+            if !configured.iter().any(|n| n.number == number) {
+                bail!("{number} is not a configured number");
+            }
+            storage(admin.dedicate_number(&number, company, now()))?;
+            out.print(json!({"number": number, "dedicated_to": company}), || {
+                format!("{number} dedicated to company {company}")
+            });
+        }
+        NumberCmd::Undedicate { number } => {
+            if !storage(admin.undedicate_number(&number))? {
+                bail!("{number} is not dedicated");
+            }
+            out.print(json!({"number": number, "dedicated_to": null}), || {
+                format!("{number} returned to the shared pool")
+            });
+        }
+    }
+    Ok(())
+}

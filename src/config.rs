@@ -1,0 +1,296 @@
+//! The service's configuration file (TOML) and its defaults.
+//!
+//! One file names the listen addresses, the TLS certificate, the data
+//! directory and the SIP lines with their numbers. Relative paths are taken
+//! from the file's own directory, so a config can be moved with its data.
+//! With no file at all the service runs on [`DEFAULT_CONFIG`]: SQLite under
+//! `./data`, a self-signed certificate and one always-up loopback line, so the
+//! whole flow works on one machine.
+//!
+//! Not for: runtime state (leases, keys), which lives in SQLite and memory.
+
+use anyhow::{bail, Context, Result};
+use dialproof_engine::pool::Pool;
+use dialproof_engine::CompanyId;
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+/// The configuration used when no file is given and `dialproof.toml` does not
+/// exist: everything on loopback, one always-up line with ten numbers in each
+/// pool.
+pub const DEFAULT_CONFIG: &str = r#"
+[server]
+https_listen = "127.0.0.1:8443"
+http_listen = "127.0.0.1:8080"
+
+[storage]
+data_dir = "data"
+
+[[lines]]
+name = "loopback"
+mode = "always_up"
+numbers = [
+  { range_start = "+74950000000", count = 10, pool = "domestic" },
+  { range_start = "+442030000000", count = 10, pool = "international" },
+]
+"#;
+
+/// A range may name at most this many numbers; a typo such as an extra zero
+/// in `count` should fail loudly, not allocate a million-number pool.
+pub const RANGE_COUNT_MAX: u64 = 1_000_000;
+/// The largest number of worker threads accepted.
+pub const WORKERS_MAX: usize = 256;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub server: ServerConfig,
+    #[serde(default)]
+    pub tls: TlsConfig,
+    #[serde(default)]
+    pub storage: StorageConfig,
+    #[serde(default)]
+    pub lines: Vec<LineConfig>,
+    /// Where relative paths are resolved from (the file's directory).
+    #[serde(skip)]
+    pub base_dir: PathBuf,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    pub https_listen: SocketAddr,
+    /// Plain HTTP listener that answers everything with 301 to HTTPS.
+    pub http_listen: Option<SocketAddr>,
+    /// The HTTPS port written into redirect locations (defaults to the port
+    /// of `https_listen`; set it when a proxy or NAT maps 443 to it).
+    pub public_https_port: Option<u16>,
+    /// Worker threads for the HTTP and SIP coroutines (default: one per core).
+    pub workers: Option<usize>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StorageConfig {
+    #[serde(default = "default_data_dir")]
+    pub data_dir: PathBuf,
+}
+
+impl Default for StorageConfig {
+    fn default() -> Self {
+        StorageConfig {
+            data_dir: default_data_dir(),
+        }
+    }
+}
+
+fn default_data_dir() -> PathBuf {
+    PathBuf::from("data")
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LineMode {
+    /// An IP-authenticated trunk treated as always registered.
+    AlwaysUp,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LineConfig {
+    pub name: String,
+    pub mode: LineMode,
+    #[serde(default = "yes")]
+    pub active: bool,
+    #[serde(default)]
+    pub numbers: Vec<NumberEntry>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// One number, or a run of consecutive numbers, of a line.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NumberEntry {
+    pub number: Option<String>,
+    pub range_start: Option<String>,
+    pub count: Option<u64>,
+    pub pool: String,
+    #[serde(default = "yes")]
+    pub active: bool,
+    pub dedicated_to: Option<CompanyId>,
+}
+
+/// A number as the lease table wants it, expanded from the entries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfiguredNumber {
+    pub number: String,
+    pub pool: Pool,
+    pub line: u32,
+    pub active: bool,
+    pub dedicated_to: Option<CompanyId>,
+}
+
+impl Config {
+    /// Reads `path`, or the built-in default when `path` is None.
+    pub fn load(path: Option<&Path>) -> Result<Config> {
+        let (text, base_dir) = match path {
+            Some(p) => (
+                std::fs::read_to_string(p)
+                    .with_context(|| format!("reading config file {}", p.display()))?,
+                p.parent()
+                    .map(Path::to_path_buf)
+                    .unwrap_or_else(|| PathBuf::from(".")),
+            ),
+            None => (DEFAULT_CONFIG.to_owned(), PathBuf::from(".")),
+        };
+        let mut config: Config = toml::from_str(&text).with_context(|| match path {
+            Some(p) => format!("parsing config file {}", p.display()),
+            None => "parsing the built-in default config".to_owned(),
+        })?;
+        config.base_dir = if base_dir.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            base_dir
+        };
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn validate(&self) -> Result<()> {
+        if let Some(w) = self.server.workers {
+            if w == 0 || w > WORKERS_MAX {
+                bail!("server.workers must be 1..={WORKERS_MAX}, got {w}");
+            }
+        }
+        if self.tls.cert.is_some() != self.tls.key.is_some() {
+            bail!("tls.cert and tls.key must be given together");
+        }
+        let mut names = std::collections::HashSet::new();
+        for line in &self.lines {
+            if !names.insert(line.name.as_str()) {
+                bail!("line name {:?} appears twice", line.name);
+            }
+        }
+        self.numbers().map(|_| ())
+    }
+
+    pub fn resolve(&self, p: &Path) -> PathBuf {
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            self.base_dir.join(p)
+        }
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.resolve(&self.storage.data_dir)
+    }
+
+    pub fn database_path(&self) -> PathBuf {
+        self.data_dir().join("dialproof.db")
+    }
+
+    /// Every configured number, ranges expanded, checked for E.164 shape.
+    pub fn numbers(&self) -> Result<Vec<ConfiguredNumber>> {
+        let mut out = Vec::new();
+        for (line_idx, line) in self.lines.iter().enumerate() {
+            let line_id = u32::try_from(line_idx).context("too many lines")?;
+            for entry in &line.numbers {
+                let pool = Pool::parse(&entry.pool).with_context(|| {
+                    format!(
+                        "line {:?}: pool must be \"domestic\" or \"international\", got {:?}",
+                        line.name, entry.pool
+                    )
+                })?;
+                let mut push = |number: String| {
+                    out.push(ConfiguredNumber {
+                        number,
+                        pool,
+                        line: line_id,
+                        active: entry.active,
+                        dedicated_to: entry.dedicated_to,
+                    })
+                };
+                match (&entry.number, &entry.range_start, entry.count) {
+                    (Some(n), None, None) => push(check_e164(n, &line.name)?),
+                    (None, Some(start), Some(count)) => {
+                        for n in expand_range(start, count, &line.name)? {
+                            push(n);
+                        }
+                    }
+                    _ => bail!(
+                        "line {:?}: each numbers entry has either `number` or \
+                         `range_start` with `count`",
+                        line.name
+                    ),
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn check_e164(n: &str, line: &str) -> Result<String> {
+    let digits = n.strip_prefix('+').unwrap_or("");
+    if digits.len() < 8 || digits.len() > 15 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        bail!("line {line:?}: {n:?} is not an E.164 number (+ and 8 to 15 digits)");
+    }
+    Ok(n.to_owned())
+}
+
+fn expand_range(start: &str, count: u64, line: &str) -> Result<Vec<String>> {
+    let start = check_e164(start, line)?;
+    if count == 0 || count > RANGE_COUNT_MAX {
+        bail!("line {line:?}: count must be 1..={RANGE_COUNT_MAX}, got {count}");
+    }
+    let digits = &start[1..];
+    let first: u64 = digits.parse().context("range_start digits")?;
+    let width = digits.len();
+    (0..count)
+        .map(|i| {
+            let n = first + i;
+            let s = format!("+{n:0width$}");
+            if s.len() != width + 1 {
+                bail!("line {line:?}: range starting at {start} overflows {width} digits");
+            }
+            Ok(s)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_config_parses_and_expands() {
+        let c = Config::load(None).unwrap();
+        let numbers = c.numbers().unwrap();
+        assert_eq!(numbers.len(), 20);
+        assert_eq!(numbers[0].number, "+74950000000");
+        assert_eq!(numbers[9].number, "+74950000009");
+        assert_eq!(numbers[10].pool, Pool::International);
+    }
+
+    #[test]
+    fn ranges_keep_width_and_refuse_overflow() {
+        assert_eq!(
+            expand_range("+70000000098", 3, "l").unwrap(),
+            vec!["+70000000098", "+70000000099", "+70000000100"]
+        );
+        assert!(expand_range("+99999999", 2, "l").is_err());
+        assert!(expand_range("+7000", 2, "l").is_err());
+        assert!(expand_range("+70000000000", 0, "l").is_err());
+    }
+}

@@ -1,0 +1,335 @@
+//! Serving one connection: read a request within limits, call the handler,
+//! write the response, repeat while the connection is kept alive.
+
+use super::{Request, Response};
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+/// Hard limits on what a peer may send. Every one has a named default.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Request line plus headers, in bytes (431 beyond).
+    pub header_bytes_max: usize,
+    /// Number of header fields (431 beyond).
+    pub header_count_max: usize,
+    /// Body bytes (413 beyond).
+    pub body_bytes_max: usize,
+    /// Time to receive a whole request once its first byte arrived (408).
+    pub request_read_timeout: Duration,
+    /// How long an idle keep-alive connection is kept.
+    pub idle_timeout: Duration,
+    /// Requests served on one connection before it is closed, so a client
+    /// cannot pin a worker's connection slot forever.
+    pub requests_per_connection_max: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            header_bytes_max: 16 * 1024,
+            header_count_max: 64,
+            body_bytes_max: 64 * 1024,
+            request_read_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            requests_per_connection_max: 100_000,
+        }
+    }
+}
+
+/// What went wrong reading a request, and how to answer it.
+enum ReadError {
+    /// The peer closed (or idled out) between requests: nothing to answer.
+    Gone,
+    /// Answer with this status and close.
+    Reject(u16, &'static str),
+}
+
+/// A stream whose read timeout can be adjusted as deadlines approach.
+pub trait TimedStream: Read + Write {
+    fn set_read_timeout(&mut self, dur: Option<Duration>) -> io::Result<()>;
+}
+
+/// Serves requests on `stream` until the peer closes, asks to close, breaks a
+/// limit, or `requests_per_connection_max` is reached.
+pub fn serve<S: TimedStream>(
+    stream: &mut S,
+    peer: SocketAddr,
+    limits: &Limits,
+    handler: &dyn Fn(&Request) -> Response,
+) {
+    let mut buf: Vec<u8> = Vec::with_capacity(4096);
+    for served in 0..limits.requests_per_connection_max {
+        let (req, keep_alive) = match read_request(stream, &mut buf, peer, limits) {
+            Ok(r) => r,
+            Err(ReadError::Gone) => return,
+            Err(ReadError::Reject(status, text)) => {
+                let _ = Response::detail(status, text).write_to(stream, true);
+                return;
+            }
+        };
+        let resp = handler(&req);
+        let last = served + 1 == limits.requests_per_connection_max;
+        let close = !keep_alive || last;
+        if resp.write_to(stream, close).is_err() || close {
+            return;
+        }
+    }
+}
+
+/// Reads one request. `buf` carries bytes already received past the previous
+/// request (pipelining) and keeps what is left past this one.
+fn read_request<S: TimedStream>(
+    stream: &mut S,
+    buf: &mut Vec<u8>,
+    peer: SocketAddr,
+    limits: &Limits,
+) -> Result<(Request, bool), ReadError> {
+    // Wait for the first byte with the idle timeout, then give the whole
+    // request `request_read_timeout` (a slow-loris peer cannot hold a
+    // connection by trickling bytes).
+    if buf.is_empty() {
+        stream
+            .set_read_timeout(Some(limits.idle_timeout))
+            .map_err(|_| ReadError::Gone)?;
+        if fill(stream, buf).map_err(|_| ReadError::Gone)? == 0 {
+            return Err(ReadError::Gone);
+        }
+    }
+    let deadline = Instant::now() + limits.request_read_timeout;
+    let head_len = loop {
+        if let Some(pos) = find_head_end(buf) {
+            break pos;
+        }
+        if buf.len() > limits.header_bytes_max {
+            return Err(ReadError::Reject(431, "Request header fields too large."));
+        }
+        read_more(stream, buf, deadline)?;
+    };
+    if head_len > limits.header_bytes_max {
+        return Err(ReadError::Reject(431, "Request header fields too large."));
+    }
+
+    let mut header_storage = vec![httparse::EMPTY_HEADER; limits.header_count_max];
+    let mut parsed = httparse::Request::new(&mut header_storage);
+    match parsed.parse(&buf[..head_len]) {
+        Ok(httparse::Status::Complete(_)) => {}
+        Ok(httparse::Status::Partial) => return Err(ReadError::Reject(400, "Malformed request.")),
+        Err(httparse::Error::TooManyHeaders) => {
+            return Err(ReadError::Reject(431, "Too many header fields."))
+        }
+        Err(_) => return Err(ReadError::Reject(400, "Malformed request.")),
+    }
+    let method = parsed.method.unwrap_or("").to_owned();
+    let target = parsed.path.unwrap_or("");
+    let version = parsed.version.unwrap_or(1);
+    let headers: Vec<(String, String)> = parsed
+        .headers
+        .iter()
+        .map(|h| {
+            (
+                h.name.to_ascii_lowercase(),
+                String::from_utf8_lossy(h.value).trim().to_owned(),
+            )
+        })
+        .collect();
+    if !target.starts_with('/') {
+        return Err(ReadError::Reject(400, "Malformed request target."));
+    }
+    let (path, query) = match target.split_once('?') {
+        Some((p, q)) => (p.to_owned(), Some(q.to_owned())),
+        None => (target.to_owned(), None),
+    };
+
+    fn header<'h>(
+        headers: &'h [(String, String)],
+        name: &'h str,
+    ) -> impl Iterator<Item = &'h (String, String)> + 'h {
+        headers.iter().filter(move |(n, _)| n == name)
+    }
+    if header(&headers, "transfer-encoding").next().is_some() {
+        // Chunked uploads are not needed by any client of this API; refusing
+        // them keeps request smuggling out by construction.
+        return Err(ReadError::Reject(411, "Length required."));
+    }
+    let body_len = {
+        let mut lengths = header(&headers, "content-length").map(|(_, v)| v.as_str());
+        match (lengths.next(), lengths.next()) {
+            (None, _) => 0,
+            (Some(v), None) => parse_content_length(v)
+                .ok_or(ReadError::Reject(400, "Invalid Content-Length."))?,
+            (Some(_), Some(_)) => {
+                return Err(ReadError::Reject(400, "Repeated Content-Length."))
+            }
+        }
+    };
+    if body_len > limits.body_bytes_max {
+        return Err(ReadError::Reject(413, "Request body too large."));
+    }
+    let keep_alive = {
+        let conn = header(&headers, "connection")
+            .map(|(_, v)| v.to_ascii_lowercase())
+            .collect::<Vec<_>>()
+            .join(",");
+        let has = |t: &str| conn.split(',').any(|x| x.trim() == t);
+        if version == 0 {
+            has("keep-alive")
+        } else {
+            !has("close")
+        }
+    };
+
+    buf.drain(..head_len);
+    while buf.len() < body_len {
+        read_more(stream, buf, deadline)?;
+    }
+    let body: Vec<u8> = buf.drain(..body_len).collect();
+    Ok((
+        Request {
+            method,
+            path,
+            query,
+            headers,
+            body,
+            peer,
+        },
+        keep_alive,
+    ))
+}
+
+/// Strictly digits (httparse leaves the value raw; `+5` or `5 5` are refused).
+fn parse_content_length(v: &str) -> Option<usize> {
+    if v.is_empty() || v.len() > 12 || !v.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    v.parse().ok()
+}
+
+fn find_head_end(buf: &[u8]) -> Option<usize> {
+    buf.windows(4).position(|w| w == b"\r\n\r\n").map(|p| p + 4)
+}
+
+fn read_more<S: TimedStream>(
+    stream: &mut S,
+    buf: &mut Vec<u8>,
+    deadline: Instant,
+) -> Result<(), ReadError> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(ReadError::Reject(408, "Request timeout."));
+    }
+    stream
+        .set_read_timeout(Some(left))
+        .map_err(|_| ReadError::Gone)?;
+    match fill(stream, buf) {
+        Ok(0) => Err(ReadError::Gone),
+        Ok(_) => Ok(()),
+        Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+            Err(ReadError::Reject(408, "Request timeout."))
+        }
+        Err(_) => Err(ReadError::Gone),
+    }
+}
+
+fn fill<S: Read>(stream: &mut S, buf: &mut Vec<u8>) -> io::Result<usize> {
+    let mut chunk = [0u8; 8192];
+    loop {
+        match stream.read(&mut chunk) {
+            Ok(n) => {
+                buf.extend_from_slice(&chunk[..n]);
+                return Ok(n);
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Cursor;
+
+    /// An in-memory stream: reads from `input`, collects writes.
+    struct Mem {
+        input: Cursor<Vec<u8>>,
+        output: Vec<u8>,
+    }
+
+    impl Read for Mem {
+        fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
+            self.input.read(b)
+        }
+    }
+    impl Write for Mem {
+        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+            self.output.write(b)
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+    impl TimedStream for Mem {
+        fn set_read_timeout(&mut self, _: Option<Duration>) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn run(input: &[u8]) -> String {
+        let mut m = Mem {
+            input: Cursor::new(input.to_vec()),
+            output: Vec::new(),
+        };
+        let peer: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        serve(&mut m, peer, &Limits::default(), &|r: &Request| {
+            Response::json(
+                200,
+                format!("{{\"m\":\"{}\",\"len\":{}}}", r.method, r.body.len()),
+            )
+        });
+        String::from_utf8(m.output).unwrap()
+    }
+
+    #[test]
+    fn pipelined_requests_with_bodies_are_separated() {
+        let out = run(b"POST /a HTTP/1.1\r\nContent-Length: 3\r\n\r\nabcGET /b HTTP/1.1\r\n\r\n");
+        assert_eq!(out.matches("HTTP/1.1 200 OK").count(), 2);
+        assert!(out.contains("{\"m\":\"POST\",\"len\":3}"));
+        assert!(out.contains("{\"m\":\"GET\",\"len\":0}"));
+    }
+
+    #[test]
+    fn bad_content_length_is_a_400_not_a_panic() {
+        for cl in ["abc", "-1", "+5", "1 1", "99999999999999999999"] {
+            let out = run(format!("POST / HTTP/1.1\r\nContent-Length: {cl}\r\n\r\n").as_bytes());
+            assert!(out.starts_with("HTTP/1.1 400"), "{cl}: {out}");
+        }
+    }
+
+    #[test]
+    fn limits_give_413_431_411() {
+        let big = format!("POST / HTTP/1.1\r\nContent-Length: {}\r\n\r\n", 1 << 20);
+        assert!(run(big.as_bytes()).starts_with("HTTP/1.1 413"));
+        let many: String = (0..100).map(|i| format!("X-{i}: v\r\n")).collect();
+        assert!(run(format!("GET / HTTP/1.1\r\n{many}\r\n").as_bytes()).starts_with("HTTP/1.1 431"));
+        let long = format!("GET / HTTP/1.1\r\nX: {}\r\n\r\n", "a".repeat(20_000));
+        assert!(run(long.as_bytes()).starts_with("HTTP/1.1 431"));
+        let chunked = b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n";
+        assert!(run(chunked).starts_with("HTTP/1.1 411"));
+    }
+
+    #[test]
+    fn connection_close_and_http10_end_the_connection() {
+        let out = run(b"GET / HTTP/1.1\r\nConnection: close\r\n\r\nGET / HTTP/1.1\r\n\r\n");
+        assert_eq!(out.matches("HTTP/1.1 200").count(), 1);
+        assert!(out.contains("Connection: close"));
+        let out = run(b"GET / HTTP/1.0\r\n\r\nGET / HTTP/1.1\r\n\r\n");
+        assert_eq!(out.matches("HTTP/1.1 200").count(), 1);
+    }
+
+    #[test]
+    fn garbage_is_a_400() {
+        assert!(run(b"\x00\x01\x02 garbage\r\n\r\n").starts_with("HTTP/1.1 400"));
+        assert!(run(b"GET nopath HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 400"));
+    }
+}

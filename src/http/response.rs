@@ -1,0 +1,88 @@
+//! An HTTP response and its serialisation.
+
+use std::io::Write;
+
+#[derive(Debug, Clone)]
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(&'static str, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    pub fn new(status: u16) -> Self {
+        Response {
+            status,
+            headers: Vec::new(),
+            body: Vec::new(),
+        }
+    }
+
+    /// A JSON response (`Content-Type: application/json`, as the spec wants
+    /// on every answer).
+    pub fn json(status: u16, body: impl Into<Vec<u8>>) -> Self {
+        Response {
+            status,
+            headers: vec![("Content-Type", "application/json".to_owned())],
+            body: body.into(),
+        }
+    }
+
+    /// `{"detail": "<text>"}`, the legacy error body.
+    pub fn detail(status: u16, text: &str) -> Self {
+        let body = serde_json::json!({ "detail": text }).to_string();
+        Response::json(status, body)
+    }
+
+    pub fn with_header(mut self, name: &'static str, value: impl Into<String>) -> Self {
+        self.headers.push((name, value.into()));
+        self
+    }
+
+    pub(crate) fn write_to(&self, out: &mut impl Write, close: bool) -> std::io::Result<()> {
+        let mut head = Vec::with_capacity(256 + self.body.len());
+        write!(
+            head,
+            "HTTP/1.1 {} {}\r\n",
+            self.status,
+            reason_phrase(self.status)
+        )?;
+        for (name, value) in &self.headers {
+            // Values are produced by this service; strip CR/LF anyway so a
+            // bug elsewhere can never split the response.
+            let clean: String = value.chars().filter(|c| *c != '\r' && *c != '\n').collect();
+            write!(head, "{name}: {clean}\r\n")?;
+        }
+        write!(head, "Content-Length: {}\r\n", self.body.len())?;
+        if close {
+            head.extend_from_slice(b"Connection: close\r\n");
+        }
+        head.extend_from_slice(b"\r\n");
+        head.extend_from_slice(&self.body);
+        out.write_all(&head)?;
+        out.flush()
+    }
+}
+
+fn reason_phrase(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        201 => "Created",
+        301 => "Moved Permanently",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        411 => "Length Required",
+        413 => "Payload Too Large",
+        429 => "Too Many Requests",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        501 => "Not Implemented",
+        503 => "Service Unavailable",
+        505 => "HTTP Version Not Supported",
+        _ => "Unknown",
+    }
+}

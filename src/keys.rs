@@ -1,0 +1,151 @@
+//! The in-memory view of API keys and companies, refreshed from SQLite.
+//!
+//! Every request authenticates against this cache, never against the
+//! database. The control thread reloads it when the database's change
+//! version moves (an operator created, revoked or re-limited a key), so a
+//! revocation takes effect within one poll interval. A token with an unknown
+//! prefix triggers one immediate version check, so a key created a moment
+//! ago works at once; those checks are rationed so a flood of made-up tokens
+//! cannot turn into a flood of database reads.
+//!
+//! Not for: verifying rate limits (see `crate::limits`) or persisting keys.
+
+use crate::wait::wait_for;
+use dialproof_engine::time::UnixMillis;
+use dialproof_engine::CompanyId;
+use dialproof_storage::{CompanyRow, KeyRow, Store, StorageError};
+use parking_lot::{Mutex, RwLock};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long a cache reload may wait for the reader threads.
+const RELOAD_TIMEOUT: Duration = Duration::from_secs(5);
+/// At most this many miss-triggered version checks per second.
+const MISS_CHECKS_PER_SECOND_MAX: u32 = 50;
+
+#[derive(Default)]
+struct Snapshot {
+    version: i64,
+    keys: HashMap<String, KeyRow>,
+    companies: HashMap<CompanyId, CompanyRow>,
+    dedicated: Vec<(String, CompanyId)>,
+}
+
+pub struct KeyCache {
+    store: Store,
+    snapshot: RwLock<Arc<Snapshot>>,
+    /// (second, checks in that second) for the miss-check ration.
+    miss_checks: Mutex<(i64, u32)>,
+    /// Serialises reloads so two threads never race to install snapshots.
+    reload_lock: Mutex<()>,
+}
+
+impl KeyCache {
+    pub fn new(store: Store) -> Self {
+        KeyCache {
+            store,
+            snapshot: RwLock::new(Arc::new(Snapshot {
+                version: -1,
+                ..Snapshot::default()
+            })),
+            miss_checks: Mutex::new((0, 0)),
+            reload_lock: Mutex::new(()),
+        }
+    }
+
+    pub fn key(&self, prefix: &str) -> Option<KeyRow> {
+        self.snapshot.read().keys.get(prefix).cloned()
+    }
+
+    pub fn company(&self, id: CompanyId) -> Option<CompanyRow> {
+        self.snapshot.read().companies.get(&id).cloned()
+    }
+
+    pub fn dedicated_numbers(&self) -> Vec<(String, CompanyId)> {
+        self.snapshot.read().dedicated.clone()
+    }
+
+    pub fn version(&self) -> i64 {
+        self.snapshot.read().version
+    }
+
+    /// Looks a key up; on a miss, checks (rationed) whether the database
+    /// changed and looks again.
+    pub fn key_or_refresh(&self, prefix: &str, now: UnixMillis) -> Option<KeyRow> {
+        if let Some(k) = self.key(prefix) {
+            return Some(k);
+        }
+        if !self.take_miss_check(now) {
+            return None;
+        }
+        match self.refresh_if_changed() {
+            Ok(_) => self.key(prefix),
+            Err(e) => {
+                tracing::warn!(error = %e, "key cache refresh failed");
+                None
+            }
+        }
+    }
+
+    fn take_miss_check(&self, now: UnixMillis) -> bool {
+        let mut g = self.miss_checks.lock();
+        let second = now.unix_seconds();
+        if g.0 != second {
+            *g = (second, 0);
+        }
+        if g.1 >= MISS_CHECKS_PER_SECOND_MAX {
+            return false;
+        }
+        g.1 += 1;
+        true
+    }
+
+    /// Reloads everything when the database's change version differs from
+    /// the cached one. Returns whether a reload happened.
+    pub fn refresh_if_changed(&self) -> Result<bool, StorageError> {
+        let store = self.store.clone();
+        let version = wait_for(RELOAD_TIMEOUT, |reply| {
+            store.read(|r| r.change_version(), reply)
+        })
+        .ok_or(StorageError::Closed)???;
+        if version == self.version() {
+            return Ok(false);
+        }
+        self.reload()?;
+        Ok(true)
+    }
+
+    /// Loads keys, companies and dedicated numbers in one read job.
+    pub fn reload(&self) -> Result<(), StorageError> {
+        let _serial = self.reload_lock.lock();
+        let store = self.store.clone();
+        let snapshot = wait_for(RELOAD_TIMEOUT, |reply| {
+            store.read(
+                |r| -> Result<Snapshot, StorageError> {
+                    // Read the version first: a change that lands during the
+                    // reload then shows as a newer version on the next poll.
+                    let version = r.change_version()?;
+                    Ok(Snapshot {
+                        version,
+                        keys: r
+                            .load_keys()?
+                            .into_iter()
+                            .map(|k| (k.prefix.clone(), k))
+                            .collect(),
+                        companies: r
+                            .load_companies()?
+                            .into_iter()
+                            .map(|c| (c.id, c))
+                            .collect(),
+                        dedicated: r.load_dedicated_numbers()?,
+                    })
+                },
+                reply,
+            )
+        })
+        .ok_or(StorageError::Closed)???;
+        *self.snapshot.write() = Arc::new(snapshot);
+        Ok(())
+    }
+}

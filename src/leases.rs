@@ -1,0 +1,116 @@
+//! The live lease table and how it is rebuilt.
+//!
+//! The table itself is lock-free (`dialproof_engine::lease`). It is rebuilt
+//! when the configuration is reloaded or a number is (un)dedicated: the new
+//! table is built from the config plus the dedications in the database, every
+//! current lease is carried over by number with its generation, and it is
+//! swapped in under a write lock that leasing and releasing take for reading,
+//! so no lease can be taken on the old table after its leases were copied.
+//!
+//! Not for: deciding which number to lease (the engine does that).
+
+use crate::config::{Config, ConfiguredNumber, LineMode};
+use anyhow::{Context, Result};
+use dialproof_engine::lease::{Lease, LeaseTable, LineSpec, NumberSpec};
+use dialproof_engine::pool::Pool;
+use dialproof_engine::CompanyId;
+use parking_lot::RwLock;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+pub struct Leases {
+    table: RwLock<Arc<LeaseTable>>,
+}
+
+/// The lease table's input for a configuration plus database dedications
+/// (the database wins over `dedicated_to` in the file, being the newer
+/// operator decision).
+pub fn build_table(config: &Config, dedicated: &[(String, CompanyId)]) -> Result<LeaseTable> {
+    let lines = config
+        .lines
+        .iter()
+        .map(|l| LineSpec {
+            active: l.active,
+            up: match l.mode {
+                LineMode::AlwaysUp => true,
+            },
+        })
+        .collect();
+    let dedicated: HashMap<&str, CompanyId> =
+        dedicated.iter().map(|(n, c)| (n.as_str(), *c)).collect();
+    let numbers = config
+        .numbers()?
+        .into_iter()
+        .map(|n: ConfiguredNumber| NumberSpec {
+            dedicated_to: dedicated.get(n.number.as_str()).copied().or(n.dedicated_to),
+            number: n.number,
+            pool: n.pool,
+            line: n.line,
+            active: n.active,
+        })
+        .collect();
+    LeaseTable::new(lines, numbers).map_err(|e| anyhow::anyhow!("lease table: {e:?}"))
+}
+
+impl Leases {
+    pub fn new(table: LeaseTable) -> Self {
+        Leases {
+            table: RwLock::new(Arc::new(table)),
+        }
+    }
+
+    pub fn lease(&self, pool: Pool, company: CompanyId) -> Option<(String, u32)> {
+        let table = self.table.read();
+        table
+            .lease(pool, company)
+            .map(|l| (table.number(l.slot).to_owned(), l.generation))
+    }
+
+    /// Releases `number` if it is still leased with `generation`.
+    pub fn release(&self, number: &str, generation: u32) -> bool {
+        let table = self.table.read();
+        match table.slot_of(number) {
+            Some(slot) => table.release(Lease { slot, generation }),
+            None => false,
+        }
+    }
+
+    /// Re-marks a number leased (recovery). Errors name the number.
+    pub fn restore(&self, number: &str, generation: u32) -> Result<()> {
+        self.table
+            .read()
+            .restore(number, generation)
+            .map(|_| ())
+            .map_err(|e| anyhow::anyhow!("restoring lease of {number}: {e:?}"))
+    }
+
+    pub fn snapshot(&self) -> Arc<LeaseTable> {
+        self.table.read().clone()
+    }
+
+    /// Swaps in `new`, carrying every current lease over. Leases of numbers
+    /// that are no longer configured are reported and dropped (their
+    /// verifications still expire normally; the number cannot be issued).
+    pub fn replace(&self, new: LeaseTable) -> Result<usize> {
+        let mut guard = self.table.write();
+        let mut carried = 0;
+        for (number, generation) in guard.leases() {
+            match new.restore(&number, generation) {
+                Ok(_) => carried += 1,
+                Err(e) => tracing::warn!(%number, error = ?e,
+                    "leased number is gone from the new configuration"),
+            }
+        }
+        *guard = Arc::new(new);
+        Ok(carried)
+    }
+}
+
+/// Used by reload paths that need the config's line count checked.
+pub fn check_reload(old: &Config, new: &Config) -> Result<()> {
+    new.numbers().context("new configuration")?;
+    if old.storage.data_dir != new.storage.data_dir {
+        anyhow::bail!("storage.data_dir cannot change on reload; restart instead");
+    }
+    Ok(())
+}

@@ -1,0 +1,47 @@
+//! Dialproof: phone-ownership verification by inbound call.
+//!
+//! The binary is glue: it reads the configuration, opens storage, starts the
+//! listeners and threads, and runs the operator commands. Decisions live in
+//! `dialproof-engine`, persistence in `dialproof-storage`.
+
+mod api;
+mod app;
+mod cli;
+mod config;
+mod http;
+mod keys;
+mod leases;
+mod limits;
+mod metrics;
+mod redirect;
+mod resolve;
+mod server;
+mod service;
+mod timers;
+mod tls;
+mod wait;
+
+use clap::Parser;
+
+fn main() {
+    let args = cli::Args::parse();
+    init_logging(args.log_format);
+    if let Err(e) = cli::run(args) {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn init_logging(format: cli::LogFormat) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("DIALPROOF_LOG")
+        .unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false);
+    match format {
+        cli::LogFormat::Text => builder.init(),
+        cli::LogFormat::Json => builder.json().init(),
+    }
+}

@@ -1,0 +1,175 @@
+//! The listeners: HTTPS for the API, plain HTTP that redirects to HTTPS.
+//!
+//! Each listener runs an accept loop in a may coroutine and one coroutine per
+//! connection, on may's worker threads (one per core). Handlers may block
+//! their coroutine (waiting for a commit), never the thread: anything that
+//! blocks a thread (SQLite, DNS) runs elsewhere and answers through a may
+//! channel.
+//!
+//! Not for: HTTP parsing (`crate::http`) or the API (`crate::api`).
+
+use crate::http::{self, Limits, Request, Response};
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Concurrent connections per listener; beyond it new ones are closed at
+/// once rather than queued, so a flood cannot exhaust memory.
+pub const CONNECTIONS_MAX: usize = 10_000;
+/// Time allowed for the TLS handshake.
+pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Stack of each connection coroutine. rustls needs ~12 KiB and logging
+/// overflowed may's 32 KiB default (DESIGN.md), so give ample room.
+pub const COROUTINE_STACK_BYTES: usize = 128 * 1024;
+
+pub type Handler = Arc<dyn Fn(&Request) -> Response + Send + Sync>;
+
+/// A TLS stream over a may socket.
+struct TlsStream(rustls::StreamOwned<rustls::ServerConnection, may::net::TcpStream>);
+
+impl Read for TlsStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0.read(buf)
+    }
+}
+impl Write for TlsStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
+    }
+}
+impl http::TimedStreamImpl for TlsStream {
+    fn set_read_timeout(&mut self, dur: Option<Duration>) -> io::Result<()> {
+        self.0.sock.set_read_timeout(dur)
+    }
+}
+
+struct PlainStream(may::net::TcpStream);
+
+impl Read for PlainStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0.read(buf)
+    }
+}
+impl Write for PlainStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
+    }
+}
+impl http::TimedStreamImpl for PlainStream {
+    fn set_read_timeout(&mut self, dur: Option<Duration>) -> io::Result<()> {
+        self.0.set_read_timeout(dur)
+    }
+}
+
+/// Binds now (so the caller learns the real port at once) and serves in
+/// coroutines until `stop` is set.
+pub fn spawn_https(
+    addr: SocketAddr,
+    tls: Arc<rustls::ServerConfig>,
+    limits: Limits,
+    handler: Handler,
+    stop: Arc<AtomicBool>,
+) -> io::Result<SocketAddr> {
+    spawn_listener(addr, stop, move |tcp, peer| {
+        let _ = tcp.set_nodelay(true);
+        let conn = match rustls::ServerConnection::new(tls.clone()) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!(error = %e, "TLS session setup failed");
+                return;
+            }
+        };
+        if tcp.set_read_timeout(Some(TLS_HANDSHAKE_TIMEOUT)).is_err() {
+            return;
+        }
+        let mut stream = TlsStream(rustls::StreamOwned::new(conn, tcp));
+        // Drive the handshake before the first request so a peer that never
+        // finishes it is dropped by the handshake timeout.
+        while stream.0.conn.is_handshaking() {
+            if stream.0.conn.complete_io(&mut stream.0.sock).is_err() {
+                return;
+            }
+        }
+        http::serve(&mut stream, peer, &limits, &*handler);
+        stream.0.conn.send_close_notify();
+        let _ = stream.0.conn.complete_io(&mut stream.0.sock);
+    })
+}
+
+/// The plain-HTTP listener: every request is answered by `handler` (the
+/// redirect), with the same limits as HTTPS.
+pub fn spawn_plain(
+    addr: SocketAddr,
+    limits: Limits,
+    handler: Handler,
+    stop: Arc<AtomicBool>,
+) -> io::Result<SocketAddr> {
+    spawn_listener(addr, stop, move |tcp, peer| {
+        let mut stream = PlainStream(tcp);
+        http::serve(&mut stream, peer, &limits, &*handler);
+    })
+}
+
+fn spawn_listener<F>(addr: SocketAddr, stop: Arc<AtomicBool>, serve: F) -> io::Result<SocketAddr>
+where
+    F: Fn(may::net::TcpStream, SocketAddr) + Send + Sync + 'static,
+{
+    let listener = may::net::TcpListener::bind(addr)?;
+    let local = listener.local_addr()?;
+    let serve = Arc::new(serve);
+    let open = Arc::new(AtomicUsize::new(0));
+    spawn_coroutine(move || {
+        for conn in listener.incoming() {
+            if stop.load(Ordering::Acquire) {
+                break;
+            }
+            let tcp = match conn {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::warn!(error = %e, listener = %local, "accept failed");
+                    continue;
+                }
+            };
+            let peer = match tcp.peer_addr() {
+                Ok(p) => p,
+                Err(_) => continue,
+            };
+            if open.fetch_add(1, Ordering::AcqRel) >= CONNECTIONS_MAX {
+                open.fetch_sub(1, Ordering::AcqRel);
+                tracing::warn!(%peer, "connection limit reached; closing new connection");
+                continue;
+            }
+            let serve = serve.clone();
+            let open = open.clone();
+            spawn_coroutine(move || {
+                serve(tcp, peer);
+                open.fetch_sub(1, Ordering::AcqRel);
+            });
+        }
+    });
+    Ok(local)
+}
+
+/// Spawns a may coroutine with [`COROUTINE_STACK_BYTES`] of stack.
+pub fn spawn_coroutine<F>(f: F)
+where
+    F: FnOnce() + Send + 'static,
+{
+    let builder = may::coroutine::Builder::new().stack_size(COROUTINE_STACK_BYTES);
+    // SAFETY: may marks spawning unsafe because a coroutine may migrate
+    // between threads, which breaks code that keeps thread-local state across
+    // a yield. Our coroutines hold no thread-local borrows across blocking
+    // calls (DESIGN.md: no entered tracing span across IO), so this holds.
+    let spawned = unsafe { builder.spawn(f) };
+    if let Err(e) = spawned {
+        tracing::error!(error = %e, "could not spawn a coroutine");
+    }
+}

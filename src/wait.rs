@@ -1,0 +1,22 @@
+//! Bridging work on other threads back to a waiting coroutine (or thread).
+//!
+//! SQLite and DNS block the thread that runs them, so they run on their own
+//! threads. A coroutine that needs the answer passes a [`Reply`] and parks on
+//! a may channel, which parks only the coroutine, not the worker thread; the
+//! same call also works from a plain thread (the control and timer threads).
+//!
+//! Not for: fire-and-forget work, which needs no reply.
+
+use dialproof_storage::Reply;
+use std::time::Duration;
+
+/// Runs `start` with a reply callback and waits up to `timeout` for it to be
+/// called. `None` on timeout or if the callback was dropped without a call.
+pub fn wait_for<T: Send + 'static>(timeout: Duration, start: impl FnOnce(Reply<T>)) -> Option<T> {
+    let (tx, rx) = may::sync::mpsc::channel();
+    start(Box::new(move |value| {
+        // The receiver may have timed out and gone; nothing to do then.
+        let _ = tx.send(value);
+    }));
+    rx.recv_timeout(timeout).ok()
+}

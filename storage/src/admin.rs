@@ -1,0 +1,373 @@
+//! The operator's changes: companies, API keys, dedicated numbers, webhook
+//! settings. The operator CLI runs in another process against the same file
+//! while the service runs; WAL lets both work.
+//!
+//! Every change is one `BEGIN IMMEDIATE` transaction that also increments
+//! `meta.change_version` when it changed something; the service polls
+//! `Reader::change_version` and reloads its in-memory copies when it moved.
+//! Calls that change nothing (revoking an unknown key) leave the version
+//! alone.
+//!
+//! Not for: the service's hot path (see `Store`), minting secrets or hashing
+//! them (the engine does that; this stores what it is given), or checking
+//! number formats (the CLI parses them first).
+
+use crate::conn::{self, Role};
+use crate::error::{Result, StorageError};
+use crate::reader::change_version;
+use crate::rows::{
+    collect_rows, company_from_row, first_row, join_urls, key_from_row, CompanyRow, KeyRow,
+    COMPANY_COLUMNS, KEY_COLUMNS,
+};
+use crate::schema;
+use dialproof_engine::time::UnixMillis;
+use dialproof_engine::CompanyId;
+use rusqlite::{params, Connection, OptionalExtension};
+use std::path::Path;
+
+/// Longest development webhook URL the store accepts (the API's limit).
+pub const DEV_WEBHOOK_URL_LEN_MAX: usize = 500;
+/// Most development webhook URLs per company.
+pub const DEV_WEBHOOK_URLS_MAX: usize = 32;
+
+/// The operator's connection. Not `Sync`: use it from one thread.
+pub struct Admin {
+    conn: Connection,
+}
+
+/// What a change did, for [`Admin::change`].
+struct Changed<T> {
+    value: T,
+    changed: bool,
+}
+
+fn changed<T>(value: T) -> Result<Changed<T>> {
+    Ok(Changed {
+        value,
+        changed: true,
+    })
+}
+
+fn unchanged<T>(value: T) -> Result<Changed<T>> {
+    Ok(Changed {
+        value,
+        changed: false,
+    })
+}
+
+impl Admin {
+    /// Opens the database at `path`, creating and migrating it if needed.
+    pub fn open(path: &Path) -> Result<Admin, StorageError> {
+        conn::create_parent_dir(path)?;
+        let conn = conn::open(path, Role::Admin)?;
+        schema::migrate(&conn)?;
+        Ok(Admin { conn })
+    }
+
+    /// Runs `f` in one IMMEDIATE transaction and bumps `change_version`
+    /// if it reports a change.
+    fn change<T>(&self, f: impl FnOnce(&Connection) -> Result<Changed<T>>) -> Result<T> {
+        self.conn.execute_batch("BEGIN IMMEDIATE")?;
+        let result = f(&self.conn).and_then(|c| {
+            if c.changed {
+                self.conn
+                    .prepare_cached(
+                        "UPDATE meta SET value = value + 1 WHERE key = 'change_version'",
+                    )?
+                    .execute([])?;
+            }
+            Ok(c.value)
+        });
+        match result {
+            Ok(v) => {
+                if let Err(e) = self.conn.execute_batch("COMMIT") {
+                    self.rollback();
+                    return Err(e.into());
+                }
+                Ok(v)
+            }
+            Err(e) => {
+                self.rollback();
+                Err(e)
+            }
+        }
+    }
+
+    fn rollback(&self) {
+        if !self.conn.is_autocommit() {
+            if let Err(e) = self.conn.execute_batch("ROLLBACK") {
+                tracing::error!(error = %e, "admin ROLLBACK failed");
+            }
+        }
+    }
+
+    /// The current change counter.
+    pub fn change_version(&self) -> Result<i64, StorageError> {
+        change_version(&self.conn)
+    }
+
+    pub fn create_company(
+        &self,
+        name: &str,
+        webhook_secret: &str,
+        now: UnixMillis,
+    ) -> Result<CompanyRow, StorageError> {
+        if name.trim().is_empty() {
+            return Err(StorageError::Invalid(
+                "company name must not be empty".into(),
+            ));
+        }
+        self.change(|c| {
+            c.prepare_cached(
+                "INSERT INTO companies (name, created_at, webhook_secret) VALUES (?1, ?2, ?3)",
+            )?
+            .execute(params![name, now.0, webhook_secret])?;
+            let id = c.last_insert_rowid();
+            changed(require_company(c, id)?)
+        })
+    }
+
+    pub fn list_companies(&self) -> Result<Vec<CompanyRow>, StorageError> {
+        let mut stmt = self.conn.prepare_cached(&format!(
+            "SELECT {COMPANY_COLUMNS} FROM companies ORDER BY id"
+        ))?;
+        collect_rows(&mut stmt, [], company_from_row)
+    }
+
+    pub fn get_company(&self, id: CompanyId) -> Result<Option<CompanyRow>, StorageError> {
+        get_company(&self.conn, id)
+    }
+
+    /// Stores a new key. `secret_hash` is the engine's hash of the secret;
+    /// the secret itself is never stored.
+    pub fn create_key(
+        &self,
+        company_id: CompanyId,
+        label: &str,
+        prefix: &str,
+        secret_hash: &str,
+        now: UnixMillis,
+    ) -> Result<KeyRow, StorageError> {
+        self.change(|c| {
+            require_company(c, company_id)?;
+            if key_by_prefix(c, prefix)?.is_some() {
+                return Err(StorageError::Conflict(format!(
+                    "an API key with prefix '{prefix}' already exists"
+                )));
+            }
+            c.prepare_cached(
+                "INSERT INTO api_keys (company_id, label, prefix, secret_hash, created_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?
+            .execute(params![company_id, label, prefix, secret_hash, now.0])?;
+            let key = key_by_prefix(c, prefix)?.ok_or_else(|| {
+                StorageError::Corrupt(format!("key '{prefix}' vanished after insert"))
+            })?;
+            changed(key)
+        })
+    }
+
+    /// Every key, or those of one company.
+    pub fn list_keys(&self, company_id: Option<CompanyId>) -> Result<Vec<KeyRow>, StorageError> {
+        let mut stmt = self.conn.prepare_cached(&format!(
+            "SELECT {KEY_COLUMNS} FROM api_keys \
+             WHERE ?1 IS NULL OR company_id = ?1 ORDER BY id"
+        ))?;
+        collect_rows(&mut stmt, [company_id], key_from_row)
+    }
+
+    /// Revokes the key with `prefix`; false if unknown or already revoked.
+    pub fn revoke_key(&self, prefix: &str, now: UnixMillis) -> Result<bool, StorageError> {
+        self.change(|c| {
+            let n = c
+                .prepare_cached(
+                    "UPDATE api_keys SET revoked_at = ?2 WHERE prefix = ?1 AND revoked_at IS NULL",
+                )?
+                .execute(params![prefix, now.0])?;
+            if n > 0 {
+                changed(true)
+            } else {
+                unchanged(false)
+            }
+        })
+    }
+
+    /// Sets (or with `None` clears) a key's own requests-per-minute limit;
+    /// false if no key has `prefix`.
+    pub fn set_key_limit(
+        &self,
+        prefix: &str,
+        per_minute: Option<u32>,
+    ) -> Result<bool, StorageError> {
+        self.change(|c| {
+            let n = c
+                .prepare_cached("UPDATE api_keys SET rate_limit_per_minute = ?2 WHERE prefix = ?1")?
+                .execute(params![prefix, per_minute])?;
+            if n > 0 {
+                changed(true)
+            } else {
+                unchanged(false)
+            }
+        })
+    }
+
+    /// Reserves `number` to `company_id`. True if newly dedicated, false if
+    /// it already was to this company; `Conflict` if to another one (undedicate
+    /// it first), `NotFound` for an unknown company.
+    pub fn dedicate_number(
+        &self,
+        number: &str,
+        company_id: CompanyId,
+        now: UnixMillis,
+    ) -> Result<bool, StorageError> {
+        self.change(|c| {
+            require_company(c, company_id)?;
+            let owner: Option<CompanyId> = c
+                .prepare_cached("SELECT company_id FROM dedicated_numbers WHERE number = ?1")?
+                .query_row([number], |r| r.get(0))
+                .optional()?;
+            match owner {
+                Some(owner) if owner == company_id => unchanged(false),
+                Some(owner) => Err(StorageError::Conflict(format!(
+                    "number {number} is already dedicated to company {owner}"
+                ))),
+                None => {
+                    c.prepare_cached(
+                        "INSERT INTO dedicated_numbers (number, company_id, created_at) \
+                         VALUES (?1, ?2, ?3)",
+                    )?
+                    .execute(params![number, company_id, now.0])?;
+                    changed(true)
+                }
+            }
+        })
+    }
+
+    /// Returns `number` to the shared pool; false if it was not dedicated.
+    pub fn undedicate_number(&self, number: &str) -> Result<bool, StorageError> {
+        self.change(|c| {
+            let n = c
+                .prepare_cached("DELETE FROM dedicated_numbers WHERE number = ?1")?
+                .execute([number])?;
+            if n > 0 {
+                changed(true)
+            } else {
+                unchanged(false)
+            }
+        })
+    }
+
+    pub fn list_dedicated_numbers(&self) -> Result<Vec<(String, CompanyId)>, StorageError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT number, company_id FROM dedicated_numbers ORDER BY number")?;
+        let mut rows = stmt.query([])?;
+        let mut out = Vec::new();
+        while let Some(r) = rows.next()? {
+            out.push((r.get(0)?, r.get(1)?));
+        }
+        Ok(out)
+    }
+
+    /// Whether `verification.failed` webhooks are sent to this company.
+    pub fn set_send_failed_webhooks(
+        &self,
+        company_id: CompanyId,
+        enabled: bool,
+    ) -> Result<(), StorageError> {
+        self.change(|c| {
+            let n = c
+                .prepare_cached("UPDATE companies SET send_failed_webhooks = ?2 WHERE id = ?1")?
+                .execute(params![company_id, i64::from(enabled)])?;
+            if n == 0 {
+                return Err(company_not_found(company_id));
+            }
+            changed(())
+        })
+    }
+
+    /// Makes `new_secret` the signing secret; the current one stays valid
+    /// (signed alongside) until `previous_valid_until`.
+    pub fn rotate_webhook_secret(
+        &self,
+        company_id: CompanyId,
+        new_secret: &str,
+        previous_valid_until: UnixMillis,
+    ) -> Result<CompanyRow, StorageError> {
+        self.change(|c| {
+            let n = c
+                .prepare_cached(
+                    "UPDATE companies SET previous_webhook_secret = webhook_secret, \
+                     previous_secret_valid_until = ?3, webhook_secret = ?2 WHERE id = ?1",
+                )?
+                .execute(params![company_id, new_secret, previous_valid_until.0])?;
+            if n == 0 {
+                return Err(company_not_found(company_id));
+            }
+            changed(require_company(c, company_id)?)
+        })
+    }
+
+    /// Replaces the company's development webhook URLs (plain `http`
+    /// allowed). Blank entries are dropped; an URL with a line break, one
+    /// longer than [`DEV_WEBHOOK_URL_LEN_MAX`] or more than
+    /// [`DEV_WEBHOOK_URLS_MAX`] of them is `Invalid`.
+    pub fn set_dev_webhook_urls(
+        &self,
+        company_id: CompanyId,
+        urls: Vec<String>,
+    ) -> Result<(), StorageError> {
+        let urls: Vec<String> = urls
+            .into_iter()
+            .map(|u| u.trim().to_owned())
+            .filter(|u| !u.is_empty())
+            .collect();
+        if urls.len() > DEV_WEBHOOK_URLS_MAX {
+            return Err(StorageError::Invalid(format!(
+                "at most {DEV_WEBHOOK_URLS_MAX} development webhook URLs, got {}",
+                urls.len()
+            )));
+        }
+        if let Some(bad) = urls.iter().find(|u| u.contains(['\n', '\r'])) {
+            return Err(StorageError::Invalid(format!(
+                "webhook URL contains a line break: {bad:?}"
+            )));
+        }
+        if let Some(long) = urls.iter().find(|u| u.len() > DEV_WEBHOOK_URL_LEN_MAX) {
+            return Err(StorageError::Invalid(format!(
+                "webhook URL longer than {DEV_WEBHOOK_URL_LEN_MAX} characters: {long:?}"
+            )));
+        }
+        self.change(|c| {
+            let n = c
+                .prepare_cached("UPDATE companies SET dev_webhook_urls = ?2 WHERE id = ?1")?
+                .execute(params![company_id, join_urls(&urls)])?;
+            if n == 0 {
+                return Err(company_not_found(company_id));
+            }
+            changed(())
+        })
+    }
+}
+
+fn company_not_found(id: CompanyId) -> StorageError {
+    StorageError::NotFound(format!("company {id} does not exist"))
+}
+
+fn get_company(conn: &Connection, id: CompanyId) -> Result<Option<CompanyRow>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {COMPANY_COLUMNS} FROM companies WHERE id = ?1"
+    ))?;
+    first_row(&mut stmt, [id], company_from_row)
+}
+
+fn require_company(conn: &Connection, id: CompanyId) -> Result<CompanyRow> {
+    get_company(conn, id)?.ok_or_else(|| company_not_found(id))
+}
+
+fn key_by_prefix(conn: &Connection, prefix: &str) -> Result<Option<KeyRow>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {KEY_COLUMNS} FROM api_keys WHERE prefix = ?1"
+    ))?;
+    first_row(&mut stmt, [prefix], key_from_row)
+}

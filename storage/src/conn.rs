@@ -1,0 +1,80 @@
+//! Opening a SQLite connection with the settings every Dialproof connection
+//! needs: WAL, `synchronous=NORMAL`, foreign keys, a busy timeout.
+//!
+//! Why these: WAL lets the service's readers, its single writer and the
+//! operator CLI (another process) work on one file at once; NORMAL syncs only
+//! at checkpoints, which survives any process crash and may lose the last
+//! commits only on power loss. Not for: schema (see `schema`) or deciding
+//! when to checkpoint (see `checkpoint`).
+
+use crate::checkpoint::JOURNAL_SIZE_LIMIT_BYTES;
+use crate::error::{Result, StorageError};
+use rusqlite::{Connection, OpenFlags};
+use std::path::Path;
+use std::time::Duration;
+
+/// How long a statement waits for another connection's lock before failing
+/// with SQLITE_BUSY. The operator CLI's transactions are tiny, so waiting is
+/// better than failing a create.
+pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_millis(5000);
+
+/// Prepared statements kept per connection; each role uses fewer than this.
+const STATEMENT_CACHE_CAPACITY: usize = 64;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// The store's single writer: checkpoints are its job, not SQLite's.
+    Writer,
+    /// A reader thread or a standalone `Reader`: `query_only`.
+    Reader,
+    /// The operator CLI: small transactions, SQLite's default checkpointing.
+    Admin,
+}
+
+pub(crate) fn open(path: &Path, role: Role) -> Result<Connection> {
+    let flags = match role {
+        // A reader must not create an empty database where none was migrated.
+        Role::Reader => OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        Role::Writer | Role::Admin => {
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        }
+    };
+    let conn = Connection::open_with_flags(path, flags)?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
+    // The journal mode is stored in the file; asking again is a no-op that
+    // also proves the file really is in WAL mode.
+    let mode: String =
+        conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(StorageError::Sqlite(format!(
+            "could not switch {} to WAL (journal_mode is '{mode}')",
+            path.display()
+        )));
+    }
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    match role {
+        Role::Writer => {
+            // 0 turns off SQLite's automatic checkpoint after commits; the
+            // writer runs them itself (see `checkpoint`).
+            conn.pragma_update(None, "wal_autocheckpoint", 0)?;
+            conn.pragma_update(None, "journal_size_limit", JOURNAL_SIZE_LIMIT_BYTES)?;
+        }
+        Role::Reader => conn.pragma_update(None, "query_only", "ON")?,
+        Role::Admin => {}
+    }
+    Ok(conn)
+}
+
+/// Creates the directory that will hold the database file, if it is missing.
+pub(crate) fn create_parent_dir(path: &Path) -> Result<()> {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => std::fs::create_dir_all(dir).map_err(|e| {
+            StorageError::Sqlite(format!("cannot create directory {}: {e}", dir.display()))
+        }),
+        _ => Ok(()),
+    }
+}

@@ -1,0 +1,186 @@
+//! Read-only queries, and the reader threads that run them for the service.
+//!
+//! The service never reads SQLite on a coroutine's thread: `Store::read`
+//! queues a job to one of `Options::readers` threads, each with its own
+//! `query_only` connection, and the reply carries the result back. Hot
+//! lookups (keys, companies) are served from memory by the binary, which
+//! reloads them when [`Reader::change_version`] moves; readers serve GETs,
+//! recovery and those reloads.
+//!
+//! Not for: writes of any kind (the connection refuses them), or holding a
+//! read transaction open across jobs (each query is its own snapshot, which
+//! lets WAL checkpoints make progress).
+
+use crate::conn::{self, Role};
+use crate::error::{Result, StorageError};
+use crate::failpoints::{FailPoints, Point};
+use crate::rows::{
+    collect_rows, company_from_row, delivery_from_row, first_row, key_from_row,
+    verification_from_row, CompanyRow, DeliveryRow, KeyRow, VerificationRow, COMPANY_COLUMNS,
+    DELIVERY_COLUMNS, KEY_COLUMNS, VERIFICATION_COLUMNS,
+};
+use crate::schema;
+use crossbeam_channel::Receiver;
+use dialproof_engine::time::UnixMillis;
+use dialproof_engine::CompanyId;
+use rusqlite::Connection;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::Path;
+
+/// Most rows [`Reader::due_deliveries`] returns at once.
+pub const DUE_DELIVERIES_LIMIT_MAX: usize = 10_000;
+
+/// A read-only connection with Dialproof's queries.
+pub struct Reader {
+    conn: Connection,
+}
+
+impl Reader {
+    /// Opens a standalone reader on an existing, migrated database (tests,
+    /// tools). The service gets its readers through `Store::read` instead.
+    pub fn open(path: &Path) -> Result<Reader> {
+        let conn = conn::open(path, Role::Reader)?;
+        schema::check_version(&conn)?;
+        Ok(Reader { conn })
+    }
+
+    pub(crate) fn from_connection(conn: Connection) -> Reader {
+        Reader { conn }
+    }
+
+    /// The verification `id` if it belongs to `company_id`; another
+    /// company's id is `None`, exactly like an unknown one.
+    pub fn get_verification(
+        &self,
+        id: &str,
+        company_id: CompanyId,
+    ) -> Result<Option<VerificationRow>, StorageError> {
+        let mut stmt = self.conn.prepare_cached(&format!(
+            "SELECT {VERIFICATION_COLUMNS} FROM verifications WHERE id = ?1 AND company_id = ?2"
+        ))?;
+        first_row(
+            &mut stmt,
+            rusqlite::params![id, company_id],
+            verification_from_row,
+        )
+    }
+
+    /// Every API key, revoked ones included (the binary decides what a
+    /// revoked key means).
+    pub fn load_keys(&self) -> Result<Vec<KeyRow>, StorageError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(&format!("SELECT {KEY_COLUMNS} FROM api_keys ORDER BY id"))?;
+        collect_rows(&mut stmt, [], key_from_row)
+    }
+
+    pub fn load_companies(&self) -> Result<Vec<CompanyRow>, StorageError> {
+        let mut stmt = self.conn.prepare_cached(&format!(
+            "SELECT {COMPANY_COLUMNS} FROM companies ORDER BY id"
+        ))?;
+        collect_rows(&mut stmt, [], company_from_row)
+    }
+
+    /// `(number, company_id)` for every number reserved to one company.
+    pub fn load_dedicated_numbers(&self) -> Result<Vec<(String, CompanyId)>, StorageError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT number, company_id FROM dedicated_numbers ORDER BY number")?;
+        let mut rows = stmt.query([])?;
+        let mut out = Vec::new();
+        while let Some(r) = rows.next()? {
+            out.push((r.get(0)?, r.get(1)?));
+        }
+        Ok(out)
+    }
+
+    /// A counter every operator change increments; poll it and reload keys,
+    /// companies and dedications when it moved.
+    pub fn change_version(&self) -> Result<i64, StorageError> {
+        change_version(&self.conn)
+    }
+
+    /// Every verification still `pending`, oldest first: what recovery
+    /// rebuilds the lease table from (and expires, if its TTL ran out).
+    pub fn pending_verifications(&self) -> Result<Vec<VerificationRow>, StorageError> {
+        let mut stmt = self.conn.prepare_cached(&format!(
+            "SELECT {VERIFICATION_COLUMNS} FROM verifications \
+             WHERE status = 'pending' ORDER BY created_at, id"
+        ))?;
+        collect_rows(&mut stmt, [], verification_from_row)
+    }
+
+    /// The outbox rows of one verification (at most one today), for the
+    /// dashboard and tests.
+    pub fn deliveries_for_verification(
+        &self,
+        verification_id: &str,
+    ) -> Result<Vec<DeliveryRow>, StorageError> {
+        let mut stmt = self.conn.prepare_cached(&format!(
+            "SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries \
+             WHERE verification_id = ?1 ORDER BY id"
+        ))?;
+        collect_rows(&mut stmt, [verification_id], delivery_from_row)
+    }
+
+    /// Pending outbox rows whose next attempt is due at `now`, earliest
+    /// first, at most `limit` (capped at [`DUE_DELIVERIES_LIMIT_MAX`]).
+    pub fn due_deliveries(
+        &self,
+        now: UnixMillis,
+        limit: usize,
+    ) -> Result<Vec<DeliveryRow>, StorageError> {
+        let limit = limit.min(DUE_DELIVERIES_LIMIT_MAX) as i64;
+        let mut stmt = self.conn.prepare_cached(&format!(
+            "SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries \
+             WHERE state = 'pending' AND next_attempt_at <= ?1 \
+             ORDER BY next_attempt_at, id LIMIT ?2"
+        ))?;
+        collect_rows(
+            &mut stmt,
+            rusqlite::params![now.0, limit],
+            delivery_from_row,
+        )
+    }
+}
+
+pub(crate) fn change_version(conn: &Connection) -> Result<i64> {
+    let mut stmt = conn.prepare_cached("SELECT value FROM meta WHERE key = 'change_version'")?;
+    let mut rows = stmt.query([])?;
+    match rows.next()? {
+        Some(r) => Ok(r.get(0)?),
+        None => Err(StorageError::Corrupt(
+            "meta.change_version is missing".into(),
+        )),
+    }
+}
+
+/// A queued read: called with the thread's reader, or with the error that
+/// kept the job from running (full queue, shutdown, fail point).
+pub(crate) type ReadTask = Box<dyn FnOnce(Result<&Reader, StorageError>) + Send + 'static>;
+
+pub(crate) enum ReaderMsg {
+    Task(ReadTask),
+    /// One per reader thread, sent by `Store::shutdown` after the last job.
+    Stop,
+}
+
+/// A reader thread's body: runs jobs until `Stop` or until every sender is
+/// gone.
+pub(crate) fn run(reader: Reader, rx: Receiver<ReaderMsg>, failpoints: FailPoints) {
+    while let Ok(msg) = rx.recv() {
+        let task = match msg {
+            ReaderMsg::Task(task) => task,
+            ReaderMsg::Stop => break,
+        };
+        let input = match failpoints.check(Point::ReaderQuery) {
+            Ok(()) => Ok(&reader),
+            Err(e) => Err(e),
+        };
+        // A panicking job loses its own reply but must not take the thread
+        // (and every later read) with it.
+        if catch_unwind(AssertUnwindSafe(|| task(input))).is_err() {
+            tracing::error!("a storage read job panicked");
+        }
+    }
+}

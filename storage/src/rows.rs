@@ -1,0 +1,268 @@
+//! Rows as the rest of Dialproof sees them, and their mapping to SQL columns.
+//!
+//! Every conversion from a stored value to a typed field is checked here: an
+//! unknown status text or a negative TTL is `StorageError::Corrupt`, never a
+//! panic. Not for: queries (see `reader`, `writer`, `admin`) or validation of
+//! what callers store (the binary parses at the edge).
+
+use crate::error::{Result, StorageError};
+use dialproof_engine::pool::Pool;
+use dialproof_engine::time::UnixMillis;
+use dialproof_engine::verification::{EventType, Status};
+use dialproof_engine::CompanyId;
+use rusqlite::Row;
+
+/// One verification, as stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VerificationRow {
+    pub id: String,
+    pub company_id: CompanyId,
+    pub api_key_id: i64,
+    pub phone: String,
+    pub dial_number: String,
+    pub pool: Pool,
+    pub client_ref: String,
+    pub info: String,
+    pub webhook_url: String,
+    pub ttl_seconds: u32,
+    pub status: Status,
+    pub created_at: UnixMillis,
+    pub expires_at: UnixMillis,
+    pub completed_at: Option<UnixMillis>,
+    pub caller_id: String,
+    pub lease_generation: u32,
+    pub failure_reason: Option<String>,
+}
+
+/// A create request refused with 503 ('all lines busy'), kept for the dashboard.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewRejection {
+    pub company_id: CompanyId,
+    pub api_key_id: i64,
+    pub phone: String,
+    pub pool: Pool,
+    pub reason: String,
+    pub at: UnixMillis,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyRow {
+    pub id: i64,
+    pub company_id: CompanyId,
+    pub label: String,
+    pub prefix: String,
+    pub secret_hash: String,
+    pub created_at: UnixMillis,
+    pub last_used_at: Option<UnixMillis>,
+    pub revoked_at: Option<UnixMillis>,
+    pub rate_limit_per_minute: Option<u32>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompanyRow {
+    pub id: CompanyId,
+    pub name: String,
+    pub created_at: UnixMillis,
+    pub webhook_secret: String,
+    pub previous_webhook_secret: Option<String>,
+    pub previous_secret_valid_until: Option<UnixMillis>,
+    pub send_failed_webhooks: bool,
+    /// Webhook URLs this company may use over plain `http` (development
+    /// receivers). Stored newline-separated.
+    pub dev_webhook_urls: Vec<String>,
+}
+
+/// What a `WriteOp::Transition` did, reported after COMMIT.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TransitionResult {
+    /// The row after the transition; `None` when the id is unknown or belongs
+    /// to another company than the one asked for.
+    pub row: Option<VerificationRow>,
+    /// Whether the status changed (false for a repeated cancel, a late call...).
+    pub changed: bool,
+    /// `(dial_number, lease_generation)` to give back to the lease table.
+    pub released: Option<(String, u32)>,
+    /// The outbox row written with the transition, if any.
+    pub delivery_id: Option<i64>,
+}
+
+/// The state of an outbox row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DeliveryState {
+    Pending,
+    Delivered,
+    Dead,
+}
+
+impl DeliveryState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryState::Pending => "pending",
+            DeliveryState::Delivered => "delivered",
+            DeliveryState::Dead => "dead",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<DeliveryState> {
+        match s {
+            "pending" => Some(DeliveryState::Pending),
+            "delivered" => Some(DeliveryState::Delivered),
+            "dead" => Some(DeliveryState::Dead),
+            _ => None,
+        }
+    }
+}
+
+/// One webhook outbox row: the exact bytes to POST and where it stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeliveryRow {
+    pub id: i64,
+    pub verification_id: String,
+    pub company_id: CompanyId,
+    pub event_type: EventType,
+    pub url: String,
+    pub payload: String,
+    pub state: DeliveryState,
+    pub attempts: u32,
+    pub next_attempt_at: Option<UnixMillis>,
+    pub created_at: UnixMillis,
+    pub updated_at: UnixMillis,
+}
+
+/// Column list matching [`verification_from_row`], in order.
+pub(crate) const VERIFICATION_COLUMNS: &str = "id, company_id, api_key_id, phone, dial_number, \
+     pool, client_ref, info, webhook_url, ttl_seconds, status, created_at, expires_at, \
+     completed_at, caller_id, lease_generation, failure_reason";
+
+pub(crate) fn verification_from_row(r: &Row<'_>) -> Result<VerificationRow> {
+    let pool_text: String = r.get(5)?;
+    let status_text: String = r.get(10)?;
+    Ok(VerificationRow {
+        id: r.get(0)?,
+        company_id: r.get(1)?,
+        api_key_id: r.get(2)?,
+        phone: r.get(3)?,
+        dial_number: r.get(4)?,
+        pool: Pool::parse(&pool_text)
+            .ok_or_else(|| StorageError::Corrupt(format!("unknown pool '{pool_text}'")))?,
+        client_ref: r.get(6)?,
+        info: r.get(7)?,
+        webhook_url: r.get(8)?,
+        ttl_seconds: to_u32(r.get(9)?, "verifications.ttl_seconds")?,
+        status: Status::parse(&status_text)
+            .ok_or_else(|| StorageError::Corrupt(format!("unknown status '{status_text}'")))?,
+        created_at: UnixMillis(r.get(11)?),
+        expires_at: UnixMillis(r.get(12)?),
+        completed_at: r.get::<_, Option<i64>>(13)?.map(UnixMillis),
+        caller_id: r.get(14)?,
+        lease_generation: to_u32(r.get(15)?, "verifications.lease_generation")?,
+        failure_reason: r.get(16)?,
+    })
+}
+
+pub(crate) const KEY_COLUMNS: &str = "id, company_id, label, prefix, secret_hash, created_at, \
+     last_used_at, revoked_at, rate_limit_per_minute";
+
+pub(crate) fn key_from_row(r: &Row<'_>) -> Result<KeyRow> {
+    Ok(KeyRow {
+        id: r.get(0)?,
+        company_id: r.get(1)?,
+        label: r.get(2)?,
+        prefix: r.get(3)?,
+        secret_hash: r.get(4)?,
+        created_at: UnixMillis(r.get(5)?),
+        last_used_at: r.get::<_, Option<i64>>(6)?.map(UnixMillis),
+        revoked_at: r.get::<_, Option<i64>>(7)?.map(UnixMillis),
+        rate_limit_per_minute: r
+            .get::<_, Option<i64>>(8)?
+            .map(|v| to_u32(v, "api_keys.rate_limit_per_minute"))
+            .transpose()?,
+    })
+}
+
+pub(crate) const COMPANY_COLUMNS: &str = "id, name, created_at, webhook_secret, \
+     previous_webhook_secret, previous_secret_valid_until, send_failed_webhooks, dev_webhook_urls";
+
+pub(crate) fn company_from_row(r: &Row<'_>) -> Result<CompanyRow> {
+    let dev_urls: String = r.get(7)?;
+    Ok(CompanyRow {
+        id: r.get(0)?,
+        name: r.get(1)?,
+        created_at: UnixMillis(r.get(2)?),
+        webhook_secret: r.get(3)?,
+        previous_webhook_secret: r.get(4)?,
+        previous_secret_valid_until: r.get::<_, Option<i64>>(5)?.map(UnixMillis),
+        send_failed_webhooks: r.get::<_, i64>(6)? != 0,
+        dev_webhook_urls: split_urls(&dev_urls),
+    })
+}
+
+pub(crate) const DELIVERY_COLUMNS: &str = "id, verification_id, company_id, event_type, url, \
+     payload, state, attempts, next_attempt_at, created_at, updated_at";
+
+pub(crate) fn delivery_from_row(r: &Row<'_>) -> Result<DeliveryRow> {
+    let event_text: String = r.get(3)?;
+    let state_text: String = r.get(6)?;
+    Ok(DeliveryRow {
+        id: r.get(0)?,
+        verification_id: r.get(1)?,
+        company_id: r.get(2)?,
+        event_type: EventType::parse(&event_text)
+            .ok_or_else(|| StorageError::Corrupt(format!("unknown event type '{event_text}'")))?,
+        url: r.get(4)?,
+        payload: r.get(5)?,
+        state: DeliveryState::parse(&state_text).ok_or_else(|| {
+            StorageError::Corrupt(format!("unknown delivery state '{state_text}'"))
+        })?,
+        attempts: to_u32(r.get(7)?, "webhook_deliveries.attempts")?,
+        next_attempt_at: r.get::<_, Option<i64>>(8)?.map(UnixMillis),
+        created_at: UnixMillis(r.get(9)?),
+        updated_at: UnixMillis(r.get(10)?),
+    })
+}
+
+/// The column form of a URL list: one URL a line, no empty lines.
+pub(crate) fn join_urls(urls: &[String]) -> String {
+    urls.join("\n")
+}
+
+pub(crate) fn split_urls(column: &str) -> Vec<String> {
+    column
+        .split('\n')
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+fn to_u32(v: i64, column: &str) -> Result<u32> {
+    u32::try_from(v).map_err(|_| StorageError::Corrupt(format!("{column} = {v} is out of range")))
+}
+
+/// Runs a prepared query and maps every row with `map`, which may fail with
+/// `Corrupt` (rusqlite's own mapping closure cannot carry our error type).
+pub(crate) fn collect_rows<T>(
+    stmt: &mut rusqlite::Statement<'_>,
+    params: impl rusqlite::Params,
+    map: fn(&Row<'_>) -> Result<T>,
+) -> Result<Vec<T>> {
+    let mut rows = stmt.query(params)?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next()? {
+        out.push(map(r)?);
+    }
+    Ok(out)
+}
+
+/// Like [`collect_rows`] for at most one row.
+pub(crate) fn first_row<T>(
+    stmt: &mut rusqlite::Statement<'_>,
+    params: impl rusqlite::Params,
+    map: fn(&Row<'_>) -> Result<T>,
+) -> Result<Option<T>> {
+    let mut rows = stmt.query(params)?;
+    match rows.next()? {
+        Some(r) => Ok(Some(map(r)?)),
+        None => Ok(None),
+    }
+}

@@ -1,0 +1,190 @@
+//! The schema, as an ordered list of migrations keyed by `PRAGMA user_version`.
+//!
+//! Migration N (1-based) is applied when `user_version < N`, in one
+//! `BEGIN IMMEDIATE` transaction that also sets `user_version = N`, so two
+//! processes opening a fresh file at once (the service and the operator CLI)
+//! cannot both apply it. Never edit a released migration; append a new one.
+//!
+//! Not for: queries. Times are INTEGER Unix milliseconds everywhere.
+
+use crate::error::{Result, StorageError};
+use rusqlite::Connection;
+
+/// Each migration is a list of statements, run in order.
+pub(crate) const MIGRATIONS: &[&[&str]] = &[&[
+    "CREATE TABLE companies (
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        webhook_secret TEXT NOT NULL,
+        previous_webhook_secret TEXT NULL,
+        previous_secret_valid_until INTEGER NULL,
+        send_failed_webhooks INTEGER NOT NULL DEFAULT 0 CHECK (send_failed_webhooks IN (0, 1)),
+        dev_webhook_urls TEXT NOT NULL DEFAULT ''
+    )",
+    "CREATE TABLE users (
+        id INTEGER PRIMARY KEY,
+        company_id INTEGER NOT NULL REFERENCES companies(id),
+        email TEXT NOT NULL UNIQUE,
+        password_hash TEXT NOT NULL,
+        created_at INTEGER NOT NULL
+    )",
+    "CREATE INDEX users_company ON users(company_id)",
+    "CREATE TABLE sessions (
+        token_hash TEXT PRIMARY KEY,
+        user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+        created_at INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL
+    )",
+    "CREATE INDEX sessions_user ON sessions(user_id)",
+    "CREATE TABLE api_keys (
+        id INTEGER PRIMARY KEY,
+        company_id INTEGER NOT NULL REFERENCES companies(id),
+        label TEXT NOT NULL,
+        prefix TEXT NOT NULL UNIQUE,
+        secret_hash TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        last_used_at INTEGER NULL,
+        revoked_at INTEGER NULL,
+        rate_limit_per_minute INTEGER NULL CHECK (rate_limit_per_minute >= 0)
+    )",
+    "CREATE INDEX api_keys_company ON api_keys(company_id)",
+    "CREATE TABLE verifications (
+        id TEXT PRIMARY KEY,
+        company_id INTEGER NOT NULL REFERENCES companies(id),
+        api_key_id INTEGER NOT NULL REFERENCES api_keys(id),
+        phone TEXT NOT NULL,
+        dial_number TEXT NOT NULL,
+        pool TEXT NOT NULL CHECK (pool IN ('domestic', 'international')),
+        client_ref TEXT NOT NULL DEFAULT '',
+        info TEXT NOT NULL DEFAULT '',
+        webhook_url TEXT NOT NULL,
+        ttl_seconds INTEGER NOT NULL CHECK (ttl_seconds >= 0),
+        status TEXT NOT NULL CHECK (status IN ('pending', 'completed', 'expired', 'failed')),
+        created_at INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL,
+        completed_at INTEGER NULL,
+        caller_id TEXT NOT NULL DEFAULT '',
+        lease_generation INTEGER NOT NULL CHECK (lease_generation >= 0),
+        failure_reason TEXT NULL
+    )",
+    // Recovery reads only pending rows; a partial index stays as small as
+    // the number of live leases however long the history grows.
+    "CREATE INDEX verifications_pending ON verifications(status) WHERE status = 'pending'",
+    "CREATE INDEX verifications_company_created ON verifications(company_id, created_at)",
+    "CREATE TABLE rejections (
+        id INTEGER PRIMARY KEY,
+        company_id INTEGER NOT NULL REFERENCES companies(id),
+        api_key_id INTEGER NOT NULL REFERENCES api_keys(id),
+        phone TEXT NOT NULL,
+        pool TEXT NOT NULL CHECK (pool IN ('domestic', 'international')),
+        reason TEXT NOT NULL,
+        created_at INTEGER NOT NULL
+    )",
+    "CREATE INDEX rejections_company_created ON rejections(company_id, created_at)",
+    "CREATE TABLE webhook_deliveries (
+        id INTEGER PRIMARY KEY,
+        verification_id TEXT NOT NULL REFERENCES verifications(id),
+        company_id INTEGER NOT NULL REFERENCES companies(id),
+        event_type TEXT NOT NULL,
+        url TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('pending', 'delivered', 'dead')),
+        attempts INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at INTEGER NULL,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL
+    )",
+    "CREATE INDEX webhook_deliveries_due ON webhook_deliveries(state, next_attempt_at)",
+    // A verification emits at most one event (its terminal status never
+    // changes); retries are attempts of that one delivery. The unique index
+    // makes 'completed and later expired' impossible even for a buggy writer.
+    "CREATE UNIQUE INDEX webhook_deliveries_verification ON webhook_deliveries(verification_id)",
+    "CREATE INDEX webhook_deliveries_company_created ON webhook_deliveries(company_id, created_at)",
+    "CREATE TABLE webhook_attempts (
+        id INTEGER PRIMARY KEY,
+        delivery_id INTEGER NOT NULL REFERENCES webhook_deliveries(id),
+        attempt_no INTEGER NOT NULL,
+        started_at INTEGER NOT NULL,
+        latency_ms INTEGER NOT NULL,
+        http_status INTEGER NULL,
+        error TEXT NULL,
+        request_body TEXT NOT NULL,
+        response_body TEXT NOT NULL DEFAULT '',
+        next_attempt_at INTEGER NULL
+    )",
+    "CREATE INDEX webhook_attempts_delivery ON webhook_attempts(delivery_id, attempt_no)",
+    "CREATE TABLE dedicated_numbers (
+        number TEXT PRIMARY KEY,
+        company_id INTEGER NOT NULL REFERENCES companies(id),
+        created_at INTEGER NOT NULL
+    )",
+    "CREATE INDEX dedicated_numbers_company ON dedicated_numbers(company_id)",
+    "CREATE TABLE meta (
+        key TEXT PRIMARY KEY,
+        value INTEGER NOT NULL
+    ) WITHOUT ROWID",
+    "INSERT INTO meta (key, value) VALUES ('change_version', 0)",
+]];
+
+/// The `user_version` of a fully migrated database.
+pub(crate) fn latest_version() -> i64 {
+    // The list is a compile-time constant of a handful of entries.
+    MIGRATIONS.len() as i64
+}
+
+fn user_version(conn: &Connection) -> Result<i64> {
+    Ok(conn.pragma_query_value(None, "user_version", |row| row.get(0))?)
+}
+
+/// Brings the file up to [`latest_version`]. Refuses a file written by a
+/// newer build rather than run against a schema it does not know.
+pub(crate) fn migrate(conn: &Connection) -> Result<()> {
+    for (index, statements) in MIGRATIONS.iter().enumerate() {
+        let target = index as i64 + 1;
+        if user_version(conn)? >= target {
+            continue;
+        }
+        conn.execute_batch("BEGIN IMMEDIATE")?;
+        let applied = apply_one(conn, target, statements);
+        match applied {
+            Ok(()) => conn.execute_batch("COMMIT")?,
+            Err(e) => {
+                let _ = conn.execute_batch("ROLLBACK");
+                return Err(e);
+            }
+        }
+    }
+    check_version(conn)
+}
+
+fn apply_one(conn: &Connection, target: i64, statements: &[&str]) -> Result<()> {
+    // Another process may have migrated between our check and our lock.
+    if user_version(conn)? >= target {
+        return Ok(());
+    }
+    for sql in statements {
+        conn.execute_batch(sql)
+            .map_err(|e| StorageError::Sqlite(format!("migration {target} failed: {e}")))?;
+    }
+    conn.pragma_update(None, "user_version", target)?;
+    Ok(())
+}
+
+/// Fails unless the file is at exactly the version this build knows.
+pub(crate) fn check_version(conn: &Connection) -> Result<()> {
+    let found = user_version(conn)?;
+    let want = latest_version();
+    if found > want {
+        return Err(StorageError::Corrupt(format!(
+            "database schema version {found} is newer than this build ({want})"
+        )));
+    }
+    if found < want {
+        return Err(StorageError::Corrupt(format!(
+            "database schema version {found} is older than this build ({want}); open it with \
+             Store::open or Admin::open to migrate"
+        )));
+    }
+    Ok(())
+}

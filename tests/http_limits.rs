@@ -1,0 +1,116 @@
+//! HTTP framing limits on the API listener: 413 for an oversized body, 431
+//! for too many header fields, and keep-alive serving several requests on
+//! one TLS connection.
+
+mod common;
+
+use common::*;
+use std::io::Write;
+
+#[test]
+fn oversized_body_is_413() {
+    let s = Server::with_pools(1, 0);
+    let token = s.new_client("acme");
+    let auth = format!("Bearer {token}");
+    let big = format!(
+        "{{\"phone\": \"{RU_PHONE}\", \"webhook_url\": \"{WEBHOOK}\", \"info\": \"{}\"}}",
+        "x".repeat(100 * 1024)
+    );
+    let req = build_request(
+        "POST",
+        COLLECTION,
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/json"),
+        ],
+        big.as_bytes(),
+        false,
+    );
+    let mut c = s.connect();
+    // The server may answer and close before taking the whole body, so a
+    // failed write is fine; the answer is what counts.
+    let head_end = req.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    c.send(&req[..head_end]).expect("sending the head");
+    let _ = c
+        .stream
+        .write_all(&req[head_end..])
+        .and_then(|_| c.stream.flush());
+    let r = c.read_response().expect("reading the 413");
+    assert_eq!(r.status, 413, "{}", r.text());
+
+    // Nothing was created, and the service is fine.
+    s.create_ok(&token, &body(RU_PHONE));
+}
+
+#[test]
+fn too_many_header_fields_is_431() {
+    let s = Server::with_pools(1, 0);
+    let token = s.new_client("acme");
+    let auth = format!("Bearer {token}");
+    let names: Vec<String> = (0..100).map(|i| format!("X-Test-{i}")).collect();
+    let mut headers: Vec<(&str, &str)> = vec![("Authorization", &auth)];
+    headers.extend(names.iter().map(|n| (n.as_str(), "v")));
+    let r = s.request(
+        "GET",
+        &format!("{COLLECTION}ver_00000000000000000000000000/"),
+        &headers,
+        b"",
+    );
+    assert_eq!(r.status, 431, "{}", r.text());
+
+    // A normal number of headers is fine.
+    let r = s.request(
+        "GET",
+        &format!("{COLLECTION}ver_00000000000000000000000000/"),
+        &headers[..20],
+        b"",
+    );
+    assert_eq!(r.status, 404, "{}", r.text());
+}
+
+#[test]
+fn keep_alive_serves_several_requests_on_one_tls_connection() {
+    let s = Server::with_pools(1, 0);
+    let token = s.new_client("acme");
+    let auth = format!("Bearer {token}");
+    let mut c = s.connect();
+    let r = c.request(
+        "POST",
+        COLLECTION,
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/json"),
+        ],
+        body(RU_PHONE).to_string().as_bytes(),
+    );
+    assert_eq!(r.status, 201, "{}", r.text());
+    assert_ne!(
+        r.header("connection")
+            .map(str::to_ascii_lowercase)
+            .as_deref(),
+        Some("close")
+    );
+    let v = r.json();
+    let id = v["verification_id"].as_str().unwrap();
+    let path = format!("{COLLECTION}{id}/");
+    for _ in 0..3 {
+        let g = c.request("GET", &path, &[("Authorization", &auth)], b"");
+        assert_eq!(g.status, 200, "{}", g.text());
+        assert_eq!(g.json(), v);
+    }
+    // An error answer keeps the connection too.
+    let e = c.request("POST", COLLECTION, &[("Authorization", &auth)], b"{");
+    assert_eq!(e.status, 400);
+    let g = c.request("GET", &path, &[("Authorization", &auth)], b"");
+    assert_eq!(g.status, 200);
+    // `Connection: close` is honoured.
+    let last = c.request(
+        "GET",
+        &path,
+        &[("Authorization", &auth), ("Connection", "close")],
+        b"",
+    );
+    assert_eq!(last.status, 200);
+    assert_eq!(last.header("connection"), Some("close"));
+    assert!(c.is_closed_within(std::time::Duration::from_secs(5)));
+}

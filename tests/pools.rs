@@ -1,0 +1,120 @@
+//! The two number pools: exhaustion gives the exact 503, the other pool
+//! keeps issuing, numbers are never issued twice, the pool is shared by
+//! companies, and each 503 is logged at WARN.
+
+mod common;
+
+use common::*;
+use serde_json::json;
+use std::collections::HashSet;
+use std::time::Duration;
+
+#[track_caller]
+fn assert_503(r: &Resp, what: &str) {
+    assert_eq!(r.status, 503, "{what}: {}", r.text());
+    assert_json_type(r);
+    assert_eq!(r.header("retry-after"), Some("60"), "{what}");
+    let v = r.json();
+    let obj = v.as_object().unwrap();
+    let mut keys: Vec<&str> = obj.keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    assert_eq!(keys, ["error", "message", "retry_after"], "{what}: {v}");
+    assert_eq!(v["error"], "no_dial_number_available", "{what}");
+    assert!(
+        v["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "{what}: {v}"
+    );
+    assert_eq!(v["retry_after"], json!(60), "{what}");
+}
+
+#[test]
+fn exhausted_pool_gives_503_while_the_other_pool_issues() {
+    let s = Server::with_pools(2, 2);
+    let token = s.new_client("acme");
+    let domestic = domestic_numbers(2);
+    let international = international_numbers(2);
+    let mut issued = HashSet::new();
+
+    for phone in [RU_PHONE, KZ_PHONE] {
+        let v = s.create_ok(&token, &body(phone));
+        let dial = v["dial_number"].as_str().unwrap().to_owned();
+        assert!(domestic.contains(&dial), "{dial} not domestic");
+        assert!(issued.insert(dial.clone()), "{dial} issued twice");
+    }
+    for phone in [RU_PHONE, KZ_PHONE, RU_PHONE] {
+        assert_503(
+            &s.create(&token, &body(phone)),
+            &format!("domestic {phone}"),
+        );
+    }
+    // The WARN line of the rejection.
+    let warn = s.wait_for_log(Duration::from_secs(5), |l| {
+        l.contains("WARN") && (l.contains("503") || l.to_lowercase().contains("no dial number"))
+    });
+    assert!(warn.is_some(), "no WARN log line for the 503");
+
+    // International numbers still issue.
+    let mut intl_ids = Vec::new();
+    for phone in [UK_PHONE, "+12025550123"] {
+        let v = s.create_ok(&token, &body(phone));
+        let dial = v["dial_number"].as_str().unwrap().to_owned();
+        assert!(international.contains(&dial), "{dial} not international");
+        assert!(issued.insert(dial.clone()), "{dial} issued twice");
+        intl_ids.push(v["verification_id"].as_str().unwrap().to_owned());
+    }
+    assert_503(&s.create(&token, &body(UK_PHONE)), "international");
+    // Cancelling an international one frees an international number only.
+    let c = s.cancel(&token, &intl_ids[0]);
+    assert_eq!(c.status, 200, "{}", c.text());
+    assert_503(
+        &s.create(&token, &body(RU_PHONE)),
+        "domestic after intl cancel",
+    );
+    let again = s.create_ok(&token, &body(UK_PHONE));
+    assert_eq!(again["dial_number"], c.json()["dial_number"]);
+}
+
+#[test]
+fn pending_verifications_never_share_a_number() {
+    let s = Server::with_pools(6, 0);
+    let token = s.new_client("acme");
+    let mut seen = HashSet::new();
+    let mut ids = Vec::new();
+    for _ in 0..6 {
+        let v = s.create_ok(&token, &body(RU_PHONE));
+        assert!(seen.insert(v["dial_number"].as_str().unwrap().to_owned()));
+        ids.push(v["verification_id"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(
+        seen,
+        domestic_numbers(6).into_iter().collect::<HashSet<_>>()
+    );
+    assert_503(&s.create(&token, &body(RU_PHONE)), "7th");
+    // Free two, take two: the new ones get exactly the freed numbers.
+    let mut freed = HashSet::new();
+    for id in &ids[2..4] {
+        let c = s.cancel(&token, id).json();
+        freed.insert(c["dial_number"].as_str().unwrap().to_owned());
+    }
+    let mut got = HashSet::new();
+    for _ in 0..2 {
+        let v = s.create_ok(&token, &body(RU_PHONE));
+        got.insert(v["dial_number"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(got, freed);
+    assert_503(&s.create(&token, &body(RU_PHONE)), "after refill");
+}
+
+#[test]
+fn the_pool_is_shared_by_companies() {
+    let s = Server::with_pools(1, 0);
+    let a = s.new_client("alpha");
+    let b = s.new_client("beta");
+    let v = s.create_ok(&a, &body(RU_PHONE));
+    assert_503(&s.create(&b, &body(RU_PHONE)), "company b");
+    let id = v["verification_id"].as_str().unwrap();
+    assert_eq!(s.cancel(&a, id).status, 200);
+    let w = s.create_ok(&b, &body(RU_PHONE));
+    assert_eq!(w["dial_number"], v["dial_number"]);
+    assert_503(&s.create(&a, &body(RU_PHONE)), "company a");
+}

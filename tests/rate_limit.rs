@@ -1,0 +1,88 @@
+//! The per-key sliding window: 120 requests per minute over all three
+//! endpoints (error answers count), the 121st is 429 with `Retry-After`,
+//! keys are independent, and waiting `Retry-After` seconds is enough.
+
+mod common;
+
+use common::*;
+use std::time::{Duration, Instant};
+
+#[test]
+fn sliding_window_of_120_per_key() {
+    let s = Server::with_pools(2, 2);
+    let company = s.create_company("acme");
+    let token = s.create_key(company);
+    let other = s.create_key(company);
+    let auth = format!("Bearer {token}");
+    let unknown = format!("{COLLECTION}ver_00000000000000000000000000/");
+    let unknown_cancel = format!("{COLLECTION}ver_00000000000000000000000000/cancel/");
+    let create = body(RU_PHONE).to_string();
+    let bad_create = serde_json::json!({"phone": "1", "webhook_url": WEBHOOK}).to_string();
+
+    let started = Instant::now();
+    let mut conn = s.connect();
+    let mut statuses = std::collections::BTreeMap::<u16, u32>::new();
+    for i in 0..120 {
+        let headers = [
+            ("Authorization", auth.as_str()),
+            ("Content-Type", "application/json"),
+        ];
+        let r = match i % 6 {
+            // 2 creates succeed, the rest are 503s: they count too.
+            0 => conn.request("POST", COLLECTION, &headers, create.as_bytes()),
+            1 => conn.request("GET", &unknown, &headers, b""),
+            2 => conn.request("POST", &unknown_cancel, &headers, b""),
+            3 => conn.request("PUT", COLLECTION, &headers, b"{}"),
+            4 => conn.request("POST", COLLECTION, &headers, bad_create.as_bytes()),
+            _ => conn.request("POST", COLLECTION, &headers, b"{"),
+        };
+        assert_ne!(r.status, 429, "request {} throttled: {}", i + 1, r.text());
+        *statuses.entry(r.status).or_default() += 1;
+    }
+    let sent_in = started.elapsed();
+    assert_eq!(
+        statuses,
+        [(201, 2), (400, 40), (404, 40), (405, 20), (503, 18)]
+            .into_iter()
+            .collect(),
+        "answers to the 120 requests"
+    );
+    assert!(
+        sent_in < Duration::from_secs(50),
+        "120 requests took {sent_in:?}; the window test needs them within a minute"
+    );
+
+    // The 121st, on the same connection and on a new one.
+    let r = conn.request("GET", &unknown, &[("Authorization", auth.as_str())], b"");
+    assert_eq!(r.status, 429, "121st: {}", r.text());
+    assert_json_type(&r);
+    let retry: u64 = r
+        .header("retry-after")
+        .expect("Retry-After on 429")
+        .parse()
+        .expect("integer Retry-After");
+    assert!((1..=60).contains(&retry), "Retry-After {retry}");
+    // The oldest request was sent after `started`, so it leaves the window
+    // no earlier than started + 60 s.
+    let lower = 60u64.saturating_sub(started.elapsed().as_secs() + 1);
+    assert!(retry >= lower, "Retry-After {retry} < {lower}");
+    assert_eq!(r.json(), serde_json::json!({ "detail": throttled(retry) }));
+    drop(conn);
+    let r2 = s.get(&token, "ver_00000000000000000000000000");
+    assert_eq!(r2.status, 429, "{}", r2.text());
+    let retry2: u64 = r2.header("retry-after").unwrap().parse().unwrap();
+    assert!(retry2 <= retry && retry2 >= 1, "{retry2} vs {retry}");
+    assert_eq!(r2.detail(), throttled(retry2));
+
+    // Another key (same company) has its own window.
+    let o = s.get(&other, "ver_00000000000000000000000000");
+    assert_eq!(o.status, 404, "other key: {}", o.text());
+    let oc = s.create(&other, &body(UK_PHONE));
+    assert_eq!(oc.status, 201, "other key create: {}", oc.text());
+
+    // After Retry-After (plus a margin) the key is let through again. Only
+    // one request: hammering a throttled key may get it blocked.
+    std::thread::sleep(Duration::from_secs(retry2) + Duration::from_millis(1000));
+    let after = s.get(&token, "ver_00000000000000000000000000");
+    assert_eq!(after.status, 404, "after Retry-After: {}", after.text());
+}

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The project's test command (README, "Run the tests"; .ci/run calls it).
+#
+# 1. installs the system packages the tests drive, if missing;
+# 2. checks formatting and lints;
+# 3. builds every target once, then runs all tests in parallel (nextest when
+#    present, else cargo test);
+# 4. runs the loom model checks of the lease table.
+# Long soak and load runs are benchmarks (cargo bench), not part of this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# System packages the tests drive, as "command:debian-package" pairs.
+# (None yet: the SIP tests will add sipp from sip-tester, the browser
+# tests chromium.)
+required=()
+need_pkgs=()
+for pair in "${required[@]}"; do
+  command -v "${pair%%:*}" >/dev/null 2>&1 || need_pkgs+=("${pair#*:}")
+done
+if [ "${#need_pkgs[@]}" -gt 0 ]; then
+  echo "== installing system packages: ${need_pkgs[*]}"
+  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
+fi
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+
+echo "== build"
+cargo build --workspace --all-targets --quiet
+
+echo "== tests"
+if cargo nextest --version >/dev/null 2>&1; then
+  cargo nextest run --workspace --no-fail-fast --failure-output final
+else
+  cargo test --workspace --no-fail-fast
+fi
+
+echo "== loom model checks (lease table)"
+RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+  cargo test -p dialproof-engine --test loom_lease --release --quiet
