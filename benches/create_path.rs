@@ -34,8 +34,14 @@ fn table(numbers: usize) -> LeaseTable {
             dedicated_to: None,
         })
         .collect();
-    LeaseTable::new(vec![LineSpec { active: true, up: true }], specs)
-        .expect("bench numbers are unique")
+    LeaseTable::new(
+        vec![LineSpec {
+            active: true,
+            up: true,
+        }],
+        specs,
+    )
+    .expect("bench numbers are unique")
 }
 
 fn row(i: u64) -> VerificationRow {

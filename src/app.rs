@@ -31,6 +31,11 @@ pub struct App {
     pub metrics: Metrics,
     pub config: RwLock<Arc<Config>>,
     pub stop: Arc<AtomicBool>,
+    /// Wakes the webhook driver when an outbox row commits.
+    pub webhooks: crate::webhooks::Waker,
+    /// Each SIP line's up/down state and resolved settings.
+    pub sip_lines: crate::sip::LineStates,
+    pub sip_stats: crate::sip::SipStats,
 }
 
 impl App {
@@ -57,6 +62,11 @@ impl App {
                         // (e.g. carried over a reload); nothing to undo.
                         tracing::debug!(%number, generation, "lease already released");
                     }
+                }
+                // The outbox row is committed: send it now rather than at
+                // the driver's next poll.
+                if let Some(delivery_id) = t.delivery_id {
+                    self.webhooks.committed(delivery_id);
                 }
                 if t.changed {
                     if let Some(row) = &t.row {

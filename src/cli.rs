@@ -33,7 +33,11 @@ pub enum LogFormat {
 }
 
 #[derive(Debug, Parser)]
-#[command(name = "dialproof", version, about = "Phone-ownership verification by inbound call")]
+#[command(
+    name = "dialproof",
+    version,
+    about = "Phone-ownership verification by inbound call"
+)]
 pub struct Args {
     /// Configuration file. Without it, ./dialproof.toml is used if present,
     /// else the built-in default (loopback, ./data).
@@ -62,6 +66,9 @@ pub enum Command {
     /// Dial numbers: listing and dedication to one company.
     #[command(subcommand)]
     Number(NumberCmd),
+    /// Webhook deliveries: the log of attempts, and a manual retry.
+    #[command(subcommand)]
+    Delivery(crate::delivery_cli::DeliveryCmd),
 }
 
 #[derive(Debug, Subcommand)]
@@ -137,6 +144,7 @@ pub fn run(args: Args) -> Result<()> {
         Command::Company(c) => company(&admin, c, &out),
         Command::Key(k) => key(&admin, k, &out),
         Command::Number(n) => number(&admin, &config, n, &out),
+        Command::Delivery(d) => crate::delivery_cli::run(&admin, d, out.json, now()),
     }
 }
 
@@ -209,19 +217,25 @@ fn company(admin: &Admin, cmd: CompanyCmd, out: &Output) -> Result<()> {
         }
         CompanyCmd::List => {
             let all = storage(admin.list_companies())?;
-            out.print(json!(all.iter().map(company_json).collect::<Vec<_>>()), || {
-                let mut s = format!("{:>6}  {:<30}  {:<6}  {}", "ID", "NAME", "FAILED", "DEV URLS");
-                for c in &all {
-                    s.push_str(&format!(
-                        "\n{:>6}  {:<30}  {:<6}  {}",
-                        c.id,
-                        c.name,
-                        if c.send_failed_webhooks { "on" } else { "off" },
-                        c.dev_webhook_urls.join(" ")
-                    ));
-                }
-                s
-            });
+            out.print(
+                json!(all.iter().map(company_json).collect::<Vec<_>>()),
+                || {
+                    let mut s = format!(
+                        "{:>6}  {:<30}  {:<6}  {}",
+                        "ID", "NAME", "FAILED", "DEV URLS"
+                    );
+                    for c in &all {
+                        s.push_str(&format!(
+                            "\n{:>6}  {:<30}  {:<6}  {}",
+                            c.id,
+                            c.name,
+                            if c.send_failed_webhooks { "on" } else { "off" },
+                            c.dev_webhook_urls.join(" ")
+                        ));
+                    }
+                    s
+                },
+            );
         }
         CompanyCmd::RotateSecret { id } => {
             let secret = new_webhook_secret();
@@ -365,7 +379,9 @@ fn number(admin: &Admin, config: &Config, cmd: NumberCmd, out: &Output) -> Resul
     match cmd {
         NumberCmd::List => {
             let dedicated: std::collections::HashMap<String, i64> =
-                storage(admin.list_dedicated_numbers())?.into_iter().collect();
+                storage(admin.list_dedicated_numbers())?
+                    .into_iter()
+                    .collect();
             let rows: Vec<serde_json::Value> = configured
                 .iter()
                 .map(|n| {

@@ -27,9 +27,15 @@ http_listen = "127.0.0.1:8080"
 [storage]
 data_dir = "data"
 
+# SIP over UDP. The loopback line below takes INVITEs from 127.0.0.1, so
+# `dialproof-sim call` (tools/) can place a simulated call on one machine.
+[sip]
+listen = "127.0.0.1:5060"
+
 [[lines]]
 name = "loopback"
 mode = "always_up"
+provider_addresses = ["127.0.0.1"]
 numbers = [
   { range_start = "+74950000000", count = 10, pool = "domestic" },
   { range_start = "+442030000000", count = 10, pool = "international" },
@@ -52,6 +58,12 @@ pub struct Config {
     pub storage: StorageConfig,
     #[serde(default)]
     pub lines: Vec<LineConfig>,
+    /// The SIP listener; without it no SIP socket is opened.
+    #[serde(default)]
+    pub sip: Option<SipConfig>,
+    /// Webhook delivery settings (retry schedule, sender threads).
+    #[serde(default)]
+    pub webhooks: crate::webhooks::WebhooksConfig,
     /// Where relative paths are resolved from (the file's directory).
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -101,6 +113,22 @@ fn default_data_dir() -> PathBuf {
 pub enum LineMode {
     /// An IP-authenticated trunk treated as always registered.
     AlwaysUp,
+    /// Registers with its provider; up while registered.
+    Register,
+    /// IP-authenticated, watched with OPTIONS pings; down after
+    /// `ping_failures_max` unanswered pings in a row.
+    IpAuth,
+}
+
+/// `[sip]`: where the UDP socket listens.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SipConfig {
+    /// Port 0 lets the OS choose (printed as `sip=` on the READY line).
+    pub listen: SocketAddr,
+    /// The address providers reach us at, for Via and Contact, when it is
+    /// not the listen address (NAT, or listening on 0.0.0.0).
+    pub public_address: Option<std::net::IpAddr>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -112,6 +140,57 @@ pub struct LineConfig {
     pub active: bool,
     #[serde(default)]
     pub numbers: Vec<NumberEntry>,
+    /// The provider's SIP address, `host:port` (required for `register`
+    /// and `ip_auth`). Its resolved address may send us INVITEs.
+    pub provider: Option<String>,
+    /// Further source addresses allowed to send INVITEs for this line (a
+    /// provider's media gateways; for `always_up` lines, the only ones).
+    #[serde(default)]
+    pub provider_addresses: Vec<std::net::IpAddr>,
+    /// The registrar domain (default: the provider's host).
+    pub domain: Option<String>,
+    pub username: Option<String>,
+    /// The digest user name when it differs from `username`.
+    pub auth_username: Option<String>,
+    pub password: Option<String>,
+    /// The final response that rejects calls: 603 (default), 486 or 480.
+    #[serde(default = "default_reject_code")]
+    pub reject_code: u16,
+    /// ISO region for numbers written without `+` (default "RU").
+    #[serde(default = "default_country")]
+    pub default_country: String,
+    /// The registration expiry we ask for (default 3600).
+    #[serde(default = "default_register_expires")]
+    pub register_expires_seconds: u32,
+    /// Read the caller from P-Asserted-Identity (the provider asserts it).
+    #[serde(default = "yes")]
+    pub trust_asserted_identity: bool,
+    /// `ip_auth`: seconds between OPTIONS pings (default 30).
+    #[serde(default = "default_ping_interval")]
+    pub ping_interval_seconds: u32,
+    /// `ip_auth`: unanswered pings in a row that take the line down.
+    #[serde(default = "default_ping_failures")]
+    pub ping_failures_max: u32,
+}
+
+fn default_reject_code() -> u16 {
+    603
+}
+
+fn default_country() -> String {
+    "RU".to_owned()
+}
+
+fn default_register_expires() -> u32 {
+    3600
+}
+
+fn default_ping_interval() -> u32 {
+    30
+}
+
+fn default_ping_failures() -> u32 {
+    3
 }
 
 fn yes() -> bool {
@@ -181,6 +260,10 @@ impl Config {
             if !names.insert(line.name.as_str()) {
                 bail!("line name {:?} appears twice", line.name);
             }
+        }
+        self.webhooks.validate()?;
+        for line in &self.lines {
+            crate::sip::validate_line(line)?;
         }
         self.numbers().map(|_| ())
     }

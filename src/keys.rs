@@ -13,7 +13,7 @@
 use crate::wait::wait_for;
 use dialproof_engine::time::UnixMillis;
 use dialproof_engine::CompanyId;
-use dialproof_storage::{CompanyRow, KeyRow, Store, StorageError};
+use dialproof_storage::{CompanyRow, KeyRow, StorageError, Store};
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -133,11 +133,7 @@ impl KeyCache {
                             .into_iter()
                             .map(|k| (k.prefix.clone(), k))
                             .collect(),
-                        companies: r
-                            .load_companies()?
-                            .into_iter()
-                            .map(|c| (c.id, c))
-                            .collect(),
+                        companies: r.load_companies()?.into_iter().map(|c| (c.id, c)).collect(),
                         dedicated: r.load_dedicated_numbers()?,
                     })
                 },

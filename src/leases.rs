@@ -24,8 +24,15 @@ pub struct Leases {
 
 /// The lease table's input for a configuration plus database dedications
 /// (the database wins over `dedicated_to` in the file, being the newer
-/// operator decision).
-pub fn build_table(config: &Config, dedicated: &[(String, CompanyId)]) -> Result<LeaseTable> {
+/// operator decision). `line_up` holds the SIP lines' current state by
+/// name (`crate::sip::LineStates`); a line not in it starts as its mode
+/// says: a registering line down until it registers, an IP-authenticated
+/// one up until its pings fail.
+pub fn build_table(
+    config: &Config,
+    dedicated: &[(String, CompanyId)],
+    line_up: &HashMap<String, bool>,
+) -> Result<LeaseTable> {
     let lines = config
         .lines
         .iter()
@@ -33,6 +40,8 @@ pub fn build_table(config: &Config, dedicated: &[(String, CompanyId)]) -> Result
             active: l.active,
             up: match l.mode {
                 LineMode::AlwaysUp => true,
+                LineMode::Register => line_up.get(&l.name).copied().unwrap_or(false),
+                LineMode::IpAuth => line_up.get(&l.name).copied().unwrap_or(true),
             },
         })
         .collect();
@@ -84,8 +93,11 @@ impl Leases {
             .map_err(|e| anyhow::anyhow!("restoring lease of {number}: {e:?}"))
     }
 
-    pub fn snapshot(&self) -> Arc<LeaseTable> {
-        self.table.read().clone()
+    /// Runs `f` on the current table under the read lock, so no rebuild
+    /// swaps it out meanwhile (the SIP path: finding a dialled number's
+    /// lease, marking a line up or down). `f` must not block.
+    pub fn with_table<R>(&self, f: impl FnOnce(&LeaseTable) -> R) -> R {
+        f(&self.table.read())
     }
 
     /// Swaps in `new`, carrying every current lease over. Leases of numbers
@@ -111,6 +123,9 @@ pub fn check_reload(old: &Config, new: &Config) -> Result<()> {
     new.numbers().context("new configuration")?;
     if old.storage.data_dir != new.storage.data_dir {
         anyhow::bail!("storage.data_dir cannot change on reload; restart instead");
+    }
+    if old.sip != new.sip {
+        anyhow::bail!("the [sip] section cannot change on reload; restart instead");
     }
     Ok(())
 }

@@ -8,18 +8,22 @@ mod api;
 mod app;
 mod cli;
 mod config;
+mod delivery_cli;
 mod http;
 mod keys;
 mod leases;
 mod limits;
 mod metrics;
+mod openapi;
 mod redirect;
 mod resolve;
 mod server;
 mod service;
+mod sip;
 mod timers;
 mod tls;
 mod wait;
+mod webhooks;
 
 use clap::Parser;
 
@@ -33,12 +37,16 @@ fn main() {
 }
 
 fn init_logging(format: cli::LogFormat) {
+    use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
+    // may logs every socket registration at INFO; that is noise to an
+    // operator, so its default level is WARN.
     let filter = EnvFilter::try_from_env("DIALPROOF_LOG")
-        .unwrap_or_else(|_| EnvFilter::new("info"));
+        .unwrap_or_else(|_| EnvFilter::new("info,may=warn"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_target(false);
     match format {
         cli::LogFormat::Text => builder.init(),

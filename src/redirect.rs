@@ -62,7 +62,10 @@ mod tests {
 
     #[test]
     fn redirects_to_same_path_on_https() {
-        let r = redirect(&req(Some("example.com:8080"), "/api/v1/x/", Some("a=1")), 8443);
+        let r = redirect(
+            &req(Some("example.com:8080"), "/api/v1/x/", Some("a=1")),
+            8443,
+        );
         assert_eq!(r.status, 301);
         assert_eq!(location(&r), "https://example.com:8443/api/v1/x/?a=1");
         let r = redirect(&req(Some("example.com"), "/", None), 443);

@@ -59,7 +59,36 @@ impl Resolver {
     }
 }
 
+/// For tests only: a file of `name address...` lines that answers lookups
+/// of the names it lists before DNS is asked (read at every lookup, so a test
+/// can change an answer between a create and a delivery, as a DNS-rebinding
+/// attacker would). Unset in production.
+pub const TEST_HOSTS_FILE_ENV: &str = "DIALPROOF_TEST_HOSTS_FILE";
+/// Lines read from the test hosts file, at most.
+const TEST_HOSTS_LINES_MAX: usize = 1000;
+
+/// The addresses the test hosts file gives `host`, if the file is set and
+/// names it.
+pub fn test_hosts_override(host: &str) -> Option<Vec<IpAddr>> {
+    let path = std::env::var_os(TEST_HOSTS_FILE_ENV)?;
+    let text = std::fs::read_to_string(path).ok()?;
+    text.lines().take(TEST_HOSTS_LINES_MAX).find_map(|line| {
+        let mut words = line.split_whitespace();
+        if !words.next()?.eq_ignore_ascii_case(host) {
+            return None;
+        }
+        Some(words.filter_map(|w| w.parse().ok()).collect())
+    })
+}
+
 fn lookup(host: &str, port: u16) -> Result<Vec<IpAddr>, String> {
+    if let Some(ips) = test_hosts_override(host) {
+        return if ips.is_empty() {
+            Err("no addresses".to_owned())
+        } else {
+            Ok(ips)
+        };
+    }
     match (host, port).to_socket_addrs() {
         Ok(addrs) => {
             let mut ips: Vec<IpAddr> = addrs.map(|a| a.ip()).collect();

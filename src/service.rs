@@ -67,9 +67,11 @@ pub fn run(config_path: Option<PathBuf>) -> Result<()> {
     let keys = KeyCache::new(store.clone());
     keys.reload()
         .map_err(|e| anyhow::anyhow!("loading keys: {e}"))?;
-    let table = build_table(&config, &keys.dedicated_numbers())?;
+    // No SIP line state is known yet: each line starts as its mode says.
+    let table = build_table(&config, &keys.dedicated_numbers(), &Default::default())?;
     let numbers_total = config.numbers()?.len();
     let (expiry_tx, expiry_rx) = timers::channel();
+    let (webhook_waker, webhook_wakes) = crate::webhooks::channel();
     let stop = Arc::new(AtomicBool::new(false));
     let app = Arc::new(App {
         store: store.clone(),
@@ -81,14 +83,25 @@ pub fn run(config_path: Option<PathBuf>) -> Result<()> {
         metrics: Metrics::default(),
         config: RwLock::new(Arc::new(config.clone())),
         stop: stop.clone(),
+        webhooks: webhook_waker,
+        sip_lines: Default::default(),
+        sip_stats: Default::default(),
     });
     recover(&app)?;
     timers::spawn(app.clone(), expiry_rx)?;
+    // After recovery, whose expiries queued their wakes: the driver's first
+    // poll also finds every delivery that was due while the service was down.
+    crate::webhooks::spawn(app.clone(), webhook_wakes)?;
+    // After recovery too: a call must find its restored lease.
+    let sip = crate::sip::spawn(&app, &config)?;
 
     let (cert, key) = tls::ensure_certificate(
-        config.tls.cert.as_ref().map(|c| config.resolve(c)).zip(
-            config.tls.key.as_ref().map(|k| config.resolve(k)),
-        ),
+        config
+            .tls
+            .cert
+            .as_ref()
+            .map(|c| config.resolve(c))
+            .zip(config.tls.key.as_ref().map(|k| config.resolve(k))),
         &data_dir,
     )?;
     let tls_config = tls::server_config(&cert, &key)?;
@@ -125,15 +138,23 @@ pub fn run(config_path: Option<PathBuf>) -> Result<()> {
         database = %config.database_path().display(), "dialproof ready");
     // Machine-readable readiness line on stdout (tests and scripts wait for
     // it; with port 0 in the config it is the only way to learn the ports).
-    let mut out = std::io::stdout().lock();
-    match http_addr {
-        Some(h) => writeln!(out, "READY https={https} http={h}")?,
-        None => writeln!(out, "READY https={https}")?,
+    let mut ready = format!("READY https={https}");
+    if let Some(h) = http_addr {
+        ready.push_str(&format!(" http={h}"));
     }
+    if let Some(s) = &sip {
+        ready.push_str(&format!(" sip={}", s.addr));
+    }
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{ready}")?;
     out.flush()?;
     drop(out);
 
     control_loop(&app, config_path.as_deref(), &hup);
+    if let Some(sip) = &sip {
+        tracing::info!("stopping: unregistering sip lines");
+        sip.join();
+    }
 
     tracing::info!("stopping: draining the writer");
     store.shutdown();
@@ -179,7 +200,11 @@ fn recover(app: &Arc<App>) -> Result<()> {
         } else {
             restored += 1;
         }
-        if app.expiry.try_send((row.expires_at, row.id.clone())).is_err() {
+        if app
+            .expiry
+            .try_send((row.expires_at, row.id.clone()))
+            .is_err()
+        {
             anyhow::bail!("expiry queue overflow during recovery");
         }
     }
@@ -227,9 +252,11 @@ fn control_loop(app: &Arc<App>, config_path: Option<&std::path::Path>, hup: &Ato
         } else {
             app.config.read().clone()
         };
-        match build_table(&config, &now_dedicated).and_then(|t| app.leases.replace(t)) {
+        let line_up = app.sip_lines.snapshot();
+        match build_table(&config, &now_dedicated, &line_up).and_then(|t| app.leases.replace(t)) {
             Ok(carried) => {
                 *app.config.write() = config;
+                crate::sip::on_table_rebuilt(app);
                 dedicated = now_dedicated;
                 tracing::info!(carried, reload_config, "lease table rebuilt");
             }

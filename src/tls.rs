@@ -29,15 +29,17 @@ pub fn ensure_certificate(
     if cert_path.exists() && key_path.exists() {
         return Ok((cert_path, key_path));
     }
-    let dir = cert_path.parent().context("certificate path has a parent")?;
+    let dir = cert_path
+        .parent()
+        .context("certificate path has a parent")?;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let names = vec![
         "localhost".to_owned(),
         "127.0.0.1".to_owned(),
         "::1".to_owned(),
     ];
-    let generated =
-        rcgen::generate_simple_self_signed(names).context("generating a self-signed certificate")?;
+    let generated = rcgen::generate_simple_self_signed(names)
+        .context("generating a self-signed certificate")?;
     write_private(&key_path, generated.key_pair.serialize_pem().as_bytes())?;
     std::fs::write(&cert_path, generated.cert.pem())
         .with_context(|| format!("writing {}", cert_path.display()))?;
@@ -64,8 +66,8 @@ fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
 /// `http/1.1`) from PEM files.
 pub fn server_config(cert_path: &Path, key_path: &Path) -> Result<Arc<ServerConfig>> {
     let certs: Vec<CertificateDer<'static>> = {
-        let pem = std::fs::read(cert_path)
-            .with_context(|| format!("reading {}", cert_path.display()))?;
+        let pem =
+            std::fs::read(cert_path).with_context(|| format!("reading {}", cert_path.display()))?;
         rustls_pemfile::certs(&mut pem.as_slice())
             .collect::<Result<_, _>>()
             .with_context(|| format!("parsing {}", cert_path.display()))?

@@ -431,3 +431,63 @@ fn webhook_url_syntax_and_ssrf_guard() {
     );
     assert_verification(&v);
 }
+
+#[test]
+fn development_urls_skip_the_address_check() {
+    let mut s = Server::prepare(&pools(3, 0));
+    let dev = s.create_company("dev");
+    s.cli(&[
+        "company",
+        "dev-urls",
+        &dev.to_string(),
+        "http://127.0.0.1:9000",
+    ]);
+    let dev_token = s.create_key(dev);
+    s.launch();
+    let other = s.create_company("other");
+    let other_token = s.create_key(other);
+    let with_url = |url: &str| json!({"phone": RU_PHONE, "webhook_url": url});
+    let private = "webhook_url resolves to a private/internal address (127.0.0.1)";
+
+    for url in ["http://127.0.0.1:9000/hook", "http://127.0.0.1:9000"] {
+        let v = s.create_ok(&dev_token, &with_url(url));
+        assert_verification(&v);
+    }
+    // Not below the development URL, or another company: guarded as usual.
+    for url in [
+        "http://127.0.0.1:900/hook",
+        "http://127.0.0.1:90001/",
+        "http://10.0.0.1:9000/",
+    ] {
+        let m = only_message(&s.create(&dev_token, &with_url(url)), "webhook_url", url);
+        assert!(
+            m == INVALID_URL || m.starts_with("webhook_url "),
+            "{url}: {m}"
+        );
+    }
+    assert_eq!(
+        only_message(
+            &s.create(&other_token, &with_url("http://127.0.0.1:9000/hook")),
+            "webhook_url",
+            "other company"
+        ),
+        private
+    );
+    // Development URLs are http(s) only.
+    let refused = s.cli_output(&["company", "dev-urls", &dev.to_string(), "ftp://127.0.0.1/"]);
+    assert!(!refused.status.success(), "ftp development URL accepted");
+
+    // An operator change reaches the running service within seconds.
+    s.cli(&[
+        "company",
+        "dev-urls",
+        &other.to_string(),
+        "http://127.0.0.1:9000/",
+    ]);
+    let v = poll(std::time::Duration::from_secs(3), || {
+        let r = s.create(&other_token, &with_url("http://127.0.0.1:9000/hook"));
+        (r.status == 201).then(|| r.json())
+    })
+    .expect("dev URL set on a running service not applied within 3 s");
+    assert_verification(&v);
+}

@@ -5,7 +5,6 @@
 mod common;
 
 use common::*;
-use std::io::Write;
 
 #[test]
 fn oversized_body_is_413() {
@@ -31,10 +30,7 @@ fn oversized_body_is_413() {
     // failed write is fine; the answer is what counts.
     let head_end = req.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
     c.send(&req[..head_end]).expect("sending the head");
-    let _ = c
-        .stream
-        .write_all(&req[head_end..])
-        .and_then(|_| c.stream.flush());
+    let _ = c.send_best_effort(&req[head_end..]);
     let r = c.read_response().expect("reading the 413");
     assert_eq!(r.status, 413, "{}", r.text());
 
@@ -103,6 +99,25 @@ fn keep_alive_serves_several_requests_on_one_tls_connection() {
     assert_eq!(e.status, 400);
     let g = c.request("GET", &path, &[("Authorization", &auth)], b"");
     assert_eq!(g.status, 200);
+    // Pipelined: two requests in one write, two answers in order.
+    let mut both = build_request("GET", &path, &[("Authorization", &auth)], b"", true);
+    both.extend(build_request(
+        "POST",
+        COLLECTION,
+        &[("Authorization", &auth)],
+        b"[]",
+        true,
+    ));
+    c.send(&both).unwrap();
+    let first = c.read_response().unwrap();
+    assert_eq!(first.status, 200, "{}", first.text());
+    assert_eq!(first.json(), v);
+    let second = c.read_response().unwrap();
+    assert_eq!(second.status, 400, "{}", second.text());
+    assert_eq!(
+        second.json(),
+        serde_json::json!({ "non_field_errors": [NOT_A_DICT_LIST] })
+    );
     // `Connection: close` is honoured.
     let last = c.request(
         "GET",
@@ -113,4 +128,40 @@ fn keep_alive_serves_several_requests_on_one_tls_connection() {
     assert_eq!(last.status, 200);
     assert_eq!(last.header("connection"), Some("close"));
     assert!(c.is_closed_within(std::time::Duration::from_secs(5)));
+}
+
+#[test]
+#[ignore = "known bug: src/http answers HEAD with a body, desyncing keep-alive"]
+fn head_response_has_no_body() {
+    let s = Server::with_pools(1, 0);
+    let token = s.new_client("acme");
+    let auth = format!("Bearer {token}");
+    let path = format!("{COLLECTION}ver_00000000000000000000000000/");
+    let mut c = s.connect();
+    let mut both = build_request("HEAD", &path, &[("Authorization", &auth)], b"", true);
+    both.extend(build_request(
+        "GET",
+        &path,
+        &[("Authorization", &auth)],
+        b"",
+        true,
+    ));
+    c.send(&both).unwrap();
+    let head = c.read_response_to("HEAD").unwrap();
+    assert_eq!(head.status, 405, "{head:?}");
+    // Had the HEAD answer carried a body, it would precede this status line.
+    let next = c.read_response().expect("response after HEAD");
+    assert_eq!(next.status, 404, "{}", next.text());
+    assert_eq!(next.detail(), NOT_FOUND);
+}
+
+#[test]
+#[ignore = "known bug: src/tls.rs offers ALPN http/1.1 only; http/1.0 clients fail the handshake"]
+fn http10_client_offering_alpn_http10_is_served() {
+    let s = Server::with_pools(1, 0);
+    let mut c = s.connect_alpn(&[b"http/1.0"]);
+    c.send(b"GET /api/v1/verifications/ HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .expect("TLS handshake with ALPN http/1.0");
+    let r = c.read_response().expect("response over ALPN http/1.0");
+    assert_eq!(r.status, 401, "{}", r.text());
 }

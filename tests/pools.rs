@@ -118,3 +118,42 @@ fn the_pool_is_shared_by_companies() {
     assert_eq!(w["dial_number"], v["dial_number"]);
     assert_503(&s.create(&a, &body(RU_PHONE)), "company a");
 }
+
+#[test]
+fn concurrent_creates_never_share_a_number() {
+    let s = Server::with_pools(5, 0);
+    let token = s.new_client("acme");
+    for round in 0..3 {
+        let results: Vec<Resp> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..16)
+                .map(|_| scope.spawn(|| s.create(&token, &body(RU_PHONE))))
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut numbers = HashSet::new();
+        let mut ids = Vec::new();
+        for r in &results {
+            match r.status {
+                201 => {
+                    let v = r.json();
+                    assert!(
+                        numbers.insert(v["dial_number"].as_str().unwrap().to_owned()),
+                        "round {round}: {} issued twice",
+                        v["dial_number"]
+                    );
+                    ids.push(v["verification_id"].as_str().unwrap().to_owned());
+                }
+                503 => assert_503(r, "concurrent"),
+                other => panic!("round {round}: status {other}: {}", r.text()),
+            }
+        }
+        assert_eq!(numbers.len(), 5, "round {round}: successes");
+        // Release everything concurrently for the next round.
+        std::thread::scope(|scope| {
+            for id in &ids {
+                let (s, token) = (&s, &token);
+                scope.spawn(move || assert_eq!(s.cancel(token, id).status, 200));
+            }
+        });
+    }
+}

@@ -86,3 +86,30 @@ fn sliding_window_of_120_per_key() {
     let after = s.get(&token, "ver_00000000000000000000000000");
     assert_eq!(after.status, 404, "after Retry-After: {}", after.text());
 }
+
+#[test]
+fn operator_set_key_limit_applies() {
+    let mut s = Server::prepare(&pools(1, 0));
+    let token = s.new_client("acme");
+    let prefix = token[9..17].to_owned();
+    let out = s.cli(&["key", "set-limit", &prefix, "3"]);
+    assert_eq!(out["rate_limit_per_minute"], 3, "{out}");
+    s.launch();
+
+    let other = s.new_client("beta");
+    let started = Instant::now();
+    for i in 0..3 {
+        let r = s.get(&token, "ver_00000000000000000000000000");
+        assert_eq!(r.status, 404, "request {}: {}", i + 1, r.text());
+    }
+    let r = s.get(&token, "ver_00000000000000000000000000");
+    assert_eq!(r.status, 429, "4th: {}", r.text());
+    let retry: u64 = r.header("retry-after").unwrap().parse().unwrap();
+    let lower = 60u64.saturating_sub(started.elapsed().as_secs() + 1);
+    assert!((lower..=60).contains(&retry), "Retry-After {retry}");
+    assert_eq!(r.detail(), throttled(retry));
+    // Other keys keep the default.
+    for _ in 0..5 {
+        assert_eq!(s.get(&other, "ver_00000000000000000000000000").status, 404);
+    }
+}

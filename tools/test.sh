@@ -10,10 +10,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# System packages the tests drive, as "command:debian-package" pairs.
-# (None yet: the SIP tests will add sipp from sip-tester, the browser
-# tests chromium.)
-required=()
+# System packages the tests drive, as "command:debian-package" pairs:
+# chromium for the API explorer's browser test.
+required=("chromium:chromium")
 need_pkgs=()
 for pair in "${required[@]}"; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need_pkgs+=("${pair#*:}")
@@ -24,6 +23,17 @@ if [ "${#need_pkgs[@]}" -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
 fi
+
+# Python tools for the OpenAPI tests, in a virtualenv of their own (pinned
+# versions, so a new release cannot change what the tests check).
+PYENV="${DIALPROOF_PYENV:-target/pyenv}"
+if [ ! -x "$PYENV/bin/schemathesis" ] || [ ! -x "$PYENV/bin/openapi-spec-validator" ]; then
+  echo "== installing openapi-spec-validator and schemathesis into $PYENV"
+  python3 -m venv "$PYENV"
+  "$PYENV/bin/pip" install -q "openapi-spec-validator==0.7.2" "schemathesis==4.32.5"
+fi
+DIALPROOF_PYENV="$(cd "$PYENV" && pwd)"
+export DIALPROOF_PYENV
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check

@@ -18,11 +18,13 @@ pub mod ids;
 pub mod lease;
 pub mod pool;
 pub mod ratelimit;
+pub mod sip;
 pub mod ssrf;
 pub mod time;
 pub mod validate;
 pub mod verification;
 pub mod webhook;
+pub mod webhook_retry;
 
 /// A company's row id. Every resource is scoped to one company.
 pub type CompanyId = i64;

@@ -7,7 +7,7 @@
 mod auth;
 pub mod texts;
 mod verifications;
-mod webhook_guard;
+pub(crate) mod webhook_guard;
 
 use crate::app::App;
 use crate::http::{Request, Response};
@@ -17,6 +17,7 @@ use dialproof_engine::ratelimit::{throttled_detail, Decision};
 /// The resource a path names.
 #[derive(Debug, PartialEq, Eq)]
 enum Route<'a> {
+    Schema,
     Collection,
     Item(&'a str),
     Cancel(&'a str),
@@ -26,12 +27,16 @@ enum Route<'a> {
 #[derive(Debug, PartialEq, Eq)]
 enum Routed<'a> {
     Api(Route<'a>),
+    /// The explorer page or one of its files (public: no data in them).
+    Docs(&'a str),
     /// The path names a resource but lacks its trailing slash.
     AddSlash,
     NotFound,
 }
 
 const COLLECTION: &str = "/api/v1/verifications/";
+const SCHEMA: &str = "/api/schema/";
+const DOCS: &str = "/api/docs/";
 
 fn route(path: &str) -> Routed<'_> {
     let with_slash = |p: &str| -> bool {
@@ -40,14 +45,21 @@ fn route(path: &str) -> Routed<'_> {
         s.push('/');
         matches!(route_exact(&s), Some(_))
     };
+    if let Some(file) = path.strip_prefix(DOCS) {
+        return Routed::Docs(file);
+    }
     match route_exact(path) {
         Some(r) => Routed::Api(r),
+        None if path == "/api/docs" => Routed::AddSlash,
         None if !path.ends_with('/') && with_slash(path) => Routed::AddSlash,
         None => Routed::NotFound,
     }
 }
 
 fn route_exact(path: &str) -> Option<Route<'_>> {
+    if path == SCHEMA {
+        return Some(Route::Schema);
+    }
     if path == COLLECTION {
         return Some(Route::Collection);
     }
@@ -73,6 +85,8 @@ pub fn handle(app: &App, req: &Request) -> Response {
             }
             Response::json(301, "{}").with_header("Location", location)
         }
+        Routed::Docs(file) => crate::openapi::docs::serve(file)
+            .unwrap_or_else(|| Response::detail(404, texts::NOT_FOUND)),
         Routed::NotFound => Response::detail(404, texts::NOT_FOUND),
     }
 }
@@ -83,6 +97,7 @@ fn endpoint(app: &App, req: &Request, route: Route<'_>) -> Response {
         Ok(k) => k,
         Err(resp) => {
             Metrics::inc(&app.metrics.auth_failures);
+            tracing::debug!(peer = %req.peer, path = %req.path, "authentication failed");
             return resp;
         }
     };
@@ -109,13 +124,14 @@ fn endpoint(app: &App, req: &Request, route: Route<'_>) -> Response {
     }
     let allowed = match route {
         Route::Collection | Route::Cancel(_) => "POST",
-        Route::Item(_) => "GET",
+        Route::Item(_) | Route::Schema => "GET",
     };
     if req.method != allowed {
         return Response::detail(405, &texts::method_not_allowed(&req.method))
             .with_header("Allow", allowed);
     }
     match route {
+        Route::Schema => Response::json(200, crate::openapi::schema_json()),
         Route::Collection => verifications::create(app, req, &key, now),
         Route::Item(id) => verifications::read(app, &key, id),
         Route::Cancel(id) => verifications::cancel(app, &key, id, now),
@@ -128,8 +144,14 @@ mod tests {
 
     #[test]
     fn routes_and_slash_redirects() {
-        assert_eq!(route("/api/v1/verifications/"), Routed::Api(Route::Collection));
-        assert_eq!(route("/api/v1/verifications/abc/"), Routed::Api(Route::Item("abc")));
+        assert_eq!(
+            route("/api/v1/verifications/"),
+            Routed::Api(Route::Collection)
+        );
+        assert_eq!(
+            route("/api/v1/verifications/abc/"),
+            Routed::Api(Route::Item("abc"))
+        );
         assert_eq!(
             route("/api/v1/verifications/abc/cancel/"),
             Routed::Api(Route::Cancel("abc"))
@@ -140,6 +162,14 @@ mod tests {
         assert_eq!(route("/api/v1/verifications//"), Routed::NotFound);
         assert_eq!(route("/api/v1/verifications/a/b/"), Routed::NotFound);
         assert_eq!(route("/"), Routed::NotFound);
+        assert_eq!(route("/api/schema/"), Routed::Api(Route::Schema));
+        assert_eq!(route("/api/schema"), Routed::AddSlash);
+        assert_eq!(route("/api/docs/"), Routed::Docs(""));
+        assert_eq!(
+            route("/api/docs/swagger-ui.css"),
+            Routed::Docs("swagger-ui.css")
+        );
+        assert_eq!(route("/api/docs"), Routed::AddSlash);
         assert_eq!(route("/api/v2/verifications/"), Routed::NotFound);
     }
 }

@@ -4,43 +4,27 @@ use super::{texts, webhook_guard};
 use crate::app::App;
 use crate::http::{Request, Response};
 use crate::metrics::Metrics;
+use crate::openapi::{NoNumberAvailable, Verification};
 use crate::wait::wait_for;
 use dialproof_engine::ids::VerificationId;
 use dialproof_engine::time::UnixMillis;
 use dialproof_engine::validate::{parse_create, CreateError, FieldErrors};
 use dialproof_engine::verification::{Event, Status};
 use dialproof_storage::{KeyRow, NewRejection, VerificationRow, WriteOp};
-use serde::Serialize;
 use std::time::Duration;
 
 /// How long a request waits for its commit or read. The writer commits in
 /// milliseconds; this bounds the wait if the disk stalls.
 const STORAGE_WAIT: Duration = Duration::from_secs(30);
 
-/// The Verification object, fields in the spec's order.
-#[derive(Serialize)]
-struct Body<'a> {
-    verification_id: &'a str,
-    phone: &'a str,
-    dial_number: &'a str,
-    client_ref: &'a str,
-    info: &'a str,
-    status: &'static str,
-    ttl_seconds: u32,
-    created_at: String,
-    expires_at: String,
-    completed_at: Option<String>,
-    caller_id_received: &'a str,
-}
-
 fn render(row: &VerificationRow) -> String {
     let completed = row.status == Status::Completed;
-    let body = Body {
-        verification_id: &row.id,
-        phone: &row.phone,
-        dial_number: &row.dial_number,
-        client_ref: &row.client_ref,
-        info: &row.info,
+    let body = Verification {
+        verification_id: row.id.clone(),
+        phone: row.phone.clone(),
+        dial_number: row.dial_number.clone(),
+        client_ref: row.client_ref.clone(),
+        info: row.info.clone(),
         status: row.status.as_str(),
         ttl_seconds: row.ttl_seconds,
         created_at: row.created_at.to_rfc3339(),
@@ -50,7 +34,11 @@ fn render(row: &VerificationRow) -> String {
         } else {
             None
         },
-        caller_id_received: if completed { &row.caller_id } else { "" },
+        caller_id_received: if completed {
+            row.caller_id.clone()
+        } else {
+            String::new()
+        },
     };
     // A struct of strings and integers always serialises.
     serde_json::to_string(&body).unwrap_or_default()
@@ -84,7 +72,7 @@ pub fn create(app: &App, req: &Request, key: &KeyRow, now: UnixMillis) -> Respon
             if !errors.0.iter().any(|(f, _)| f == "webhook_url") {
                 if let Some(url) = raw_string_field(&req.body, "webhook_url") {
                     if let Some(msg) = webhook_error(&url) {
-                        errors.add("webhook_url", msg);
+                        errors.add_in_field_order("webhook_url", msg);
                     }
                 }
             }
@@ -108,12 +96,13 @@ pub fn create(app: &App, req: &Request, key: &KeyRow, now: UnixMillis) -> Respon
             reason: texts::NO_NUMBER_REASON.to_owned(),
             at: now,
         }));
-        let body = serde_json::json!({
-            "error": texts::NO_NUMBER_CODE,
-            "message": texts::NO_NUMBER_MESSAGE,
-            "retry_after": texts::NO_NUMBER_RETRY_AFTER_SECONDS,
-        });
-        return Response::json(503, body.to_string()).with_header(
+        let body = NoNumberAvailable {
+            error: texts::NO_NUMBER_CODE,
+            message: texts::NO_NUMBER_MESSAGE,
+            retry_after: texts::NO_NUMBER_RETRY_AFTER_SECONDS,
+        };
+        let body = serde_json::to_string(&body).unwrap_or_default();
+        return Response::json(503, body).with_header(
             "Retry-After",
             texts::NO_NUMBER_RETRY_AFTER_SECONDS.to_string(),
         );
@@ -160,7 +149,11 @@ pub fn create(app: &App, req: &Request, key: &KeyRow, now: UnixMillis) -> Respon
             return server_error(app);
         }
     }
-    if app.expiry.try_send((expires_at, id.as_str().to_owned())).is_err() {
+    if app
+        .expiry
+        .try_send((expires_at, id.as_str().to_owned()))
+        .is_err()
+    {
         tracing::error!(verification_id = %id, "expiry queue full; expiry deferred to restart");
     }
     Metrics::inc(&app.metrics.creates_ok);
@@ -188,10 +181,8 @@ pub fn read(app: &App, key: &KeyRow, id: &str) -> Response {
     };
     let company = key.company_id;
     let row = wait_for(STORAGE_WAIT, |reply| {
-        app.store.read(
-            move |r| r.get_verification(id.as_str(), company),
-            reply,
-        )
+        app.store
+            .read(move |r| r.get_verification(id.as_str(), company), reply)
     });
     match row {
         Some(Ok(Ok(Some(row)))) => Response::json(200, render(&row)),

@@ -54,11 +54,23 @@ mod tests {
 
     #[test]
     fn dev_urls_match_by_path_boundary() {
-        assert!(is_dev_url("http://localhost:9000", "http://localhost:9000/x"));
-        assert!(is_dev_url("http://localhost:9000/", "http://localhost:9000/x"));
-        assert!(is_dev_url("http://localhost:9000/h", "http://localhost:9000/h"));
+        assert!(is_dev_url(
+            "http://localhost:9000",
+            "http://localhost:9000/x"
+        ));
+        assert!(is_dev_url(
+            "http://localhost:9000/",
+            "http://localhost:9000/x"
+        ));
+        assert!(is_dev_url(
+            "http://localhost:9000/h",
+            "http://localhost:9000/h"
+        ));
         assert!(!is_dev_url("http://localhost:90", "http://localhost:9000/"));
-        assert!(!is_dev_url("http://localhost:9000/h", "http://localhost:9000/hx"));
+        assert!(!is_dev_url(
+            "http://localhost:9000/h",
+            "http://localhost:9000/hx"
+        ));
         assert!(!is_dev_url("", "http://localhost/"));
     }
 }

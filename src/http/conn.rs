@@ -156,11 +156,10 @@ fn read_request<S: TimedStream>(
         let mut lengths = header(&headers, "content-length").map(|(_, v)| v.as_str());
         match (lengths.next(), lengths.next()) {
             (None, _) => 0,
-            (Some(v), None) => parse_content_length(v)
-                .ok_or(ReadError::Reject(400, "Invalid Content-Length."))?,
-            (Some(_), Some(_)) => {
-                return Err(ReadError::Reject(400, "Repeated Content-Length."))
+            (Some(v), None) => {
+                parse_content_length(v).ok_or(ReadError::Reject(400, "Invalid Content-Length."))?
             }
+            (Some(_), Some(_)) => return Err(ReadError::Reject(400, "Repeated Content-Length.")),
         }
     };
     if body_len > limits.body_bytes_max {
@@ -224,7 +223,12 @@ fn read_more<S: TimedStream>(
     match fill(stream, buf) {
         Ok(0) => Err(ReadError::Gone),
         Ok(_) => Ok(()),
-        Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+            ) =>
+        {
             Err(ReadError::Reject(408, "Request timeout."))
         }
         Err(_) => Err(ReadError::Gone),

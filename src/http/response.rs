@@ -30,8 +30,15 @@ impl Response {
 
     /// `{"detail": "<text>"}`, the legacy error body.
     pub fn detail(status: u16, text: &str) -> Self {
-        let body = serde_json::json!({ "detail": text }).to_string();
-        Response::json(status, body)
+        let body = crate::openapi::ErrorDetail {
+            detail: text.to_owned(),
+        };
+        Response::json(status, serde_json::to_string(&body).unwrap_or_default())
+    }
+
+    pub fn with_body(mut self, body: Vec<u8>) -> Self {
+        self.body = body;
+        self
     }
 
     pub fn with_header(mut self, name: &'static str, value: impl Into<String>) -> Self {

@@ -350,6 +350,32 @@ impl Admin {
     }
 }
 
+/// The webhook delivery log and the manual retry (see `deliveries`).
+impl Admin {
+    /// Deliveries matching `filter`, newest first, each with its attempts.
+    pub fn delivery_log(
+        &self,
+        filter: &crate::deliveries::DeliveryFilter,
+    ) -> Result<Vec<crate::deliveries::DeliveryLogEntry>, StorageError> {
+        crate::deliveries::log(&self.conn, filter)
+    }
+
+    /// Makes delivery `id` pending and due at `now`, whatever its state;
+    /// the service sees the change version move and sends it at once.
+    pub fn retry_delivery(
+        &self,
+        id: i64,
+        now: UnixMillis,
+    ) -> Result<crate::rows::DeliveryRow, StorageError> {
+        self.change(|c| match crate::deliveries::retry(c, id, now)? {
+            Some(row) => changed(row),
+            None => Err(StorageError::NotFound(format!(
+                "webhook delivery {id} does not exist"
+            ))),
+        })
+    }
+}
+
 fn company_not_found(id: CompanyId) -> StorageError {
     StorageError::NotFound(format!("company {id} does not exist"))
 }

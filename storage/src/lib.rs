@@ -20,6 +20,7 @@
 mod admin;
 mod checkpoint;
 mod conn;
+mod deliveries;
 mod error;
 mod failpoints;
 mod reader;
@@ -29,6 +30,10 @@ mod store;
 mod writer;
 
 pub use admin::{Admin, DEV_WEBHOOK_URLS_MAX, DEV_WEBHOOK_URL_LEN_MAX};
+pub use deliveries::{
+    truncate_utf8, AttemptRow, DeliveryFilter, DeliveryLogEntry, NewAttempt, ATTEMPTS_LISTED_MAX,
+    DELIVERY_LOG_LIMIT_MAX, ERROR_TEXT_BYTES_MAX, RESPONSE_BODY_LOG_BYTES_MAX,
+};
 pub use error::StorageError;
 pub use failpoints::{FailPoints, FAIL_POINT_NAMES};
 pub use reader::{Reader, DUE_DELIVERIES_LIMIT_MAX};

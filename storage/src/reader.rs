@@ -144,6 +144,28 @@ impl Reader {
     }
 }
 
+/// The webhook sender's lookups (see `deliveries`).
+impl Reader {
+    /// One outbox row by id.
+    pub fn delivery(&self, id: i64) -> Result<Option<DeliveryRow>, StorageError> {
+        crate::deliveries::delivery(&self.conn, id)
+    }
+
+    /// One company by id, read fresh (secrets and development URLs as they
+    /// are now, not as a cache last saw them).
+    pub fn company(&self, id: CompanyId) -> Result<Option<CompanyRow>, StorageError> {
+        crate::deliveries::company(&self.conn, id)
+    }
+
+    /// The delivery log (see `Admin::delivery_log`).
+    pub fn delivery_log(
+        &self,
+        filter: &crate::deliveries::DeliveryFilter,
+    ) -> Result<Vec<crate::deliveries::DeliveryLogEntry>, StorageError> {
+        crate::deliveries::log(&self.conn, filter)
+    }
+}
+
 pub(crate) fn change_version(conn: &Connection) -> Result<i64> {
     let mut stmt = conn.prepare_cached("SELECT value FROM meta WHERE key = 'change_version'")?;
     let mut rows = stmt.query([])?;

@@ -125,6 +125,12 @@ pub(crate) const MIGRATIONS: &[&[&str]] = &[&[
         value INTEGER NOT NULL
     ) WITHOUT ROWID",
     "INSERT INTO meta (key, value) VALUES ('change_version', 0)",
+],
+// 2: an inbound call finds its verification by the dialled number. Partial,
+// like `verifications_pending`: it holds only live leases.
+&[
+    "CREATE INDEX verifications_pending_dial ON verifications(dial_number) \
+     WHERE status = 'pending'",
 ]];
 
 /// The `user_version` of a fully migrated database.

@@ -54,11 +54,30 @@ pub enum WriteOp {
         event: Event,
         reply: Option<Reply<Result<TransitionResult, StorageError>>>,
     },
+    /// Apply `event` to the pending verification holding `dial_number`
+    /// (with lease `generation`, if given): how an inbound call finds its
+    /// verification, and how a line going down fails its pending ones. The
+    /// lookup and the transition share the transaction, so a call racing a
+    /// cancel or an expiry sees whichever the writer applied first. Replies
+    /// with `row: None` when no pending verification holds the number.
+    TransitionByNumber {
+        dial_number: String,
+        generation: Option<u32>,
+        event: Event,
+        reply: Option<Reply<Result<TransitionResult, StorageError>>>,
+    },
     /// Record a 503 rejection. Fire-and-forget: failures are only logged.
     InsertRejection(NewRejection),
     /// Move a key's `last_used_at` forward to `at` (never backward).
     /// Fire-and-forget; touches of one key in a batch become one UPDATE.
     TouchKey { key_id: i64, at: UnixMillis },
+    /// Record a finished webhook attempt and move its delivery on (state,
+    /// attempt count, next attempt time) in one transaction; reply after
+    /// COMMIT. See `deliveries`.
+    RecordAttempt {
+        attempt: crate::deliveries::NewAttempt,
+        reply: Reply<Result<(), StorageError>>,
+    },
 }
 
 /// What the writer thread receives.
@@ -97,8 +116,13 @@ impl Outcome {
         match op {
             WriteOp::InsertVerification { reply, .. } => Outcome::Insert(reply, Err(e.clone())),
             WriteOp::Transition { reply, .. } => Outcome::Transition(reply, Err(e.clone())),
+            WriteOp::TransitionByNumber { reply, .. } => {
+                Outcome::Transition(reply, Err(e.clone()))
+            }
             WriteOp::InsertRejection(_) => Outcome::Silent("insert_rejection", Err(e.clone())),
             WriteOp::TouchKey { .. } => Outcome::Silent("touch_key", Err(e.clone())),
+            // Same reply shape as an insert (a unit result): reuse its outcome.
+            WriteOp::RecordAttempt { reply, .. } => Outcome::Insert(reply, Err(e.clone())),
         }
     }
 
@@ -290,9 +314,24 @@ impl Writer {
                 reply,
                 guarded(conn, fp, |c| transition(c, &id, company_id, &event)),
             ),
+            WriteOp::TransitionByNumber {
+                dial_number,
+                generation,
+                event,
+                reply,
+            } => Outcome::Transition(
+                reply,
+                guarded(conn, fp, |c| {
+                    transition_by_number(c, &dial_number, generation, &event)
+                }),
+            ),
             WriteOp::InsertRejection(rejection) => Outcome::Silent(
                 "insert_rejection",
                 guarded(conn, fp, |c| insert_rejection(c, &rejection)),
+            ),
+            WriteOp::RecordAttempt { attempt, reply } => Outcome::Insert(
+                reply,
+                guarded(conn, fp, |c| crate::deliveries::record_attempt(c, &attempt)),
             ),
             WriteOp::TouchKey { key_id, at } => {
                 let latest = touches.entry(key_id).or_insert(at);
@@ -469,6 +508,34 @@ fn transition(
         released,
         delivery_id,
     })
+}
+
+/// [`WriteOp::TransitionByNumber`]: finds the pending row by its number
+/// (the `verifications_pending_dial` partial index) and applies `event`.
+fn transition_by_number(
+    conn: &Connection,
+    dial_number: &str,
+    generation: Option<u32>,
+    event: &Event,
+) -> Result<TransitionResult> {
+    // A number is leased to at most one pending verification; the newest
+    // wins should recovery ever have left two.
+    let id: Option<String> = conn
+        .prepare_cached(
+            "SELECT id FROM verifications WHERE dial_number = ?1 AND status = 'pending' \
+             AND (?2 IS NULL OR lease_generation = ?2) ORDER BY created_at DESC LIMIT 1",
+        )?
+        .query_row(params![dial_number, generation], |r| r.get(0))
+        .optional()?;
+    match id {
+        Some(id) => transition(conn, &id, None, event),
+        None => Ok(TransitionResult {
+            row: None,
+            changed: false,
+            released: None,
+            delivery_id: None,
+        }),
+    }
 }
 
 /// `verification.failed` goes out only to companies that asked for it.

@@ -349,3 +349,25 @@ fn dropping_every_handle_stops_the_threads_after_the_queue() {
     drop(store);
     assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(Ok(())));
 }
+
+#[test]
+fn store_is_a_shareable_handle() {
+    fn assert_send_sync<T: Send + Sync + Clone + 'static>() {}
+    assert_send_sync::<dialproof_storage::Store>();
+}
+
+#[test]
+fn open_creates_the_directory_and_schema() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("a").join("b").join("fresh.db");
+    let store = dialproof_storage::Store::open(&path, Options::default()).expect("open");
+    assert_eq!(read(&store, |r| r.change_version()), Ok(Ok(0)));
+    assert_eq!(
+        read(&store, |r| r.pending_verifications().map(|v| v.len())),
+        Ok(Ok(0))
+    );
+    store.shutdown();
+    // A second open (a restart) finds the schema in place.
+    let again = dialproof_storage::Store::open(&path, Options::default()).expect("reopen");
+    again.shutdown();
+}

@@ -123,6 +123,14 @@ impl Server {
     /// data under a fresh temp dir) followed by `config_extra` (e.g.
     /// [`pools`]).
     pub fn start(config_extra: &str) -> Server {
+        let mut server = Server::prepare(config_extra);
+        server.launch();
+        server
+    }
+
+    /// Like [`Server::start`] but does not start the process, so a test can
+    /// run operator commands first; then call [`Server::launch`].
+    pub fn prepare(config_extra: &str) -> Server {
         let dir = tempfile::Builder::new()
             .prefix("dialproof-test-")
             .tempdir()
@@ -135,7 +143,7 @@ impl Server {
             data_dir.to_str().expect("utf-8 temp path")
         );
         std::fs::write(&config_path, config).expect("writing config");
-        let mut server = Server {
+        Server {
             dir,
             config_path,
             data_dir,
@@ -150,9 +158,12 @@ impl Server {
                     .with_root_certificates(rustls::RootCertStore::empty())
                     .with_no_client_auth(),
             ),
-        };
-        server.spawn();
-        server
+        }
+    }
+
+    /// Starts the process of a [`Server::prepare`]d server.
+    pub fn launch(&mut self) {
+        self.spawn();
     }
 
     /// A server with one always-up line of `domestic` + `international`
@@ -377,6 +388,18 @@ impl Server {
         tcp.set_nodelay(true).unwrap();
         let name = ServerName::try_from("localhost").unwrap();
         let conn = rustls::ClientConnection::new(self.tls.clone(), name).expect("tls client");
+        Conn::new(rustls::StreamOwned::new(conn, tcp))
+    }
+
+    /// Like [`Server::connect`], offering these ALPN protocols.
+    pub fn connect_alpn(&self, protocols: &[&[u8]]) -> Conn<TlsStream> {
+        let mut config = (*self.tls).clone();
+        config.alpn_protocols = protocols.iter().map(|p| p.to_vec()).collect();
+        let tcp = TcpStream::connect(self.https).expect("connecting to https listener");
+        tcp.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+        tcp.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
+        let name = ServerName::try_from("localhost").unwrap();
+        let conn = rustls::ClientConnection::new(Arc::new(config), name).expect("tls client");
         Conn::new(rustls::StreamOwned::new(conn, tcp))
     }
 
@@ -619,17 +642,31 @@ impl Resp {
 
 /// One HTTP/1.1 connection: send bytes, read responses (keeps bytes read
 /// past a response for the next one).
-pub struct Conn<S: Read + Write> {
+pub struct Conn<S: Read + Write + SetTimeout> {
     pub stream: S,
     buf: Vec<u8>,
+    /// Read with [`SetTimeout::read_no_write`] (after a failed write).
+    read_only: bool,
 }
 
-impl<S: Read + Write> Conn<S> {
+impl<S: Read + Write + SetTimeout> Conn<S> {
     pub fn new(stream: S) -> Self {
         Conn {
             stream,
             buf: Vec::new(),
+            read_only: false,
         }
+    }
+
+    /// Sends `bytes` as far as the peer takes them; a write error (the peer
+    /// answered early and closed) is returned but later reads still see
+    /// what the peer sent.
+    pub fn send_best_effort(&mut self, bytes: &[u8]) -> io::Result<()> {
+        let r = self.send(bytes);
+        if r.is_err() {
+            self.read_only = true;
+        }
+        r
     }
 
     pub fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
@@ -654,7 +691,12 @@ impl<S: Read + Write> Conn<S> {
     fn fill(&mut self) -> io::Result<usize> {
         let mut chunk = [0u8; 16 * 1024];
         loop {
-            match self.stream.read(&mut chunk) {
+            let read = if self.read_only {
+                self.stream.read_no_write(&mut chunk)
+            } else {
+                self.stream.read(&mut chunk)
+            };
+            match read {
                 Ok(n) => {
                     self.buf.extend_from_slice(&chunk[..n]);
                     return Ok(n);
@@ -668,6 +710,12 @@ impl<S: Read + Write> Conn<S> {
     }
 
     pub fn read_response(&mut self) -> io::Result<Resp> {
+        self.read_response_to("GET")
+    }
+
+    /// Reads the response to a `method` request: to HEAD, a response has
+    /// no body whatever its headers say (RFC 9110 section 9.3.2).
+    pub fn read_response_to(&mut self, method: &str) -> io::Result<Resp> {
         let head_len = loop {
             if let Some(p) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
                 break p + 4;
@@ -714,6 +762,7 @@ impl<S: Read + Write> Conn<S> {
             .map(|(_, v)| v.parse::<usize>().expect("numeric Content-Length"));
         self.buf.drain(..head_len);
         let body = match length {
+            _ if method == "HEAD" => Vec::new(),
             Some(n) => {
                 while self.buf.len() < n {
                     if self.fill()? == 0 {
@@ -740,10 +789,7 @@ impl<S: Read + Write> Conn<S> {
 
     /// True when the peer has closed the connection (reads EOF within
     /// `timeout`).
-    pub fn is_closed_within(&mut self, timeout: Duration) -> bool
-    where
-        S: SetTimeout,
-    {
+    pub fn is_closed_within(&mut self, timeout: Duration) -> bool {
         self.stream.set_timeout(Some(timeout));
         let closed = matches!(self.fill(), Ok(0) | Err(_));
         self.stream.set_timeout(Some(IO_TIMEOUT));
@@ -751,17 +797,43 @@ impl<S: Read + Write> Conn<S> {
     }
 }
 
+/// What [`Conn`] needs of a stream beyond Read + Write.
 pub trait SetTimeout {
     fn set_timeout(&mut self, t: Option<Duration>);
+    /// Reads without writing anything first. rustls' `StreamOwned::read`
+    /// flushes pending ciphertext before reading, which fails after the
+    /// peer stopped reading (EPIPE) even though its answer is waiting.
+    fn read_no_write(&mut self, buf: &mut [u8]) -> io::Result<usize>;
 }
 impl SetTimeout for TcpStream {
     fn set_timeout(&mut self, t: Option<Duration>) {
         let _ = self.set_read_timeout(t);
     }
+    fn read_no_write(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.read(buf)
+    }
 }
 impl SetTimeout for TlsStream {
     fn set_timeout(&mut self, t: Option<Duration>) {
         let _ = self.sock.set_read_timeout(t);
+    }
+    fn read_no_write(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            match self.conn.reader().read(buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                other => return other,
+            }
+            let n = self.conn.read_tls(&mut self.sock)?;
+            self.conn
+                .process_new_packets()
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+            if n == 0 {
+                return match self.conn.reader().read(buf) {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
+                    other => other,
+                };
+            }
+        }
     }
 }
 

@@ -84,9 +84,16 @@ impl SubPool {
     /// Why next-fit and not lowest-free: a just-released number sits behind
     /// the cursor, so it is issued again only after the search has wrapped
     /// around the whole sub-pool. A late call to a released number then
-    /// almost never lands on a new verification (DESIGN.md measured a median
-    /// of ~5 minutes from release to re-issue at 50% load, against ~1 s for
-    /// lowest-free).
+    /// almost never lands on a new verification (DESIGN.md: a median of ~5
+    /// minutes from release to re-issue at 50% load with cyclic cursors,
+    /// against ~1 s for lowest-free).
+    ///
+    /// Why one cursor per sub-pool and not one per worker (DESIGN.md's
+    /// sketch): `lease` needs no worker id, and the rotation holds whichever
+    /// thread leases next; with per-worker cursors another worker's cursor
+    /// may sit right on a just-released number. The cost is one more shared
+    /// cache line written by every lease, and concurrent leasers start in the
+    /// same word (see the two-thread figure of `benches/lease_table.rs`).
     #[inline]
     pub(super) fn claim_next(&self) -> Option<usize> {
         let bits_count = self.slots.len();
@@ -94,11 +101,14 @@ impl SubPool {
             return None;
         }
         let words_count = self.leased.len();
-        // The cursor is at most `bits_count` (one past the last bit); wrap
-        // with a compare, not a division (a 64-bit `%` costs more than the
-        // rest of the search in the common case).
+        // The cursor is at most `bits_count` (one past the last bit): wrap
+        // with a compare rather than a 64-bit division on the hot path.
         let cursor_bit = self.cursor_bit.0.load(Ordering::Relaxed);
-        let start_bit = if cursor_bit < bits_count { cursor_bit } else { 0 };
+        let start_bit = if cursor_bit < bits_count {
+            cursor_bit
+        } else {
+            0
+        };
         let start_word = start_bit / WORD_SIZE_BITS;
         // Bits at or after the cursor in its own word; that word is visited
         // again at the end of the cycle for the bits before the cursor.

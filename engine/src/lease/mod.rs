@@ -7,8 +7,11 @@
 //! 64-bit words: `leased`, and `issuable` (number active AND line active AND
 //! line registered now). A number can be leased when it is issuable and not
 //! leased; leasing claims its bit with a CAS on the `leased` word. No lock is
-//! taken, so HTTP workers never wait on each other to hand out numbers, and a
-//! line losing registration withholds all its numbers with a few word RMWs.
+//! taken, so a worker never waits, or parks, behind another one preempted in
+//! the middle of a lease, and a line losing registration withholds all its
+//! numbers with a few word RMWs. It is not about raw speed: uncontended, a
+//! lease + release pair costs about what it costs under a mutex (see
+//! `benches/lease_table.rs`).
 //!
 //! - Rotation: each sub-pool searches from a cyclic next-fit cursor (like
 //!   Linux `idr_alloc_cyclic`), so a just-released number is issued again
@@ -19,8 +22,8 @@
 //!   stale expiry or a late call cannot free a newer lease of the same number.
 //! - Dedicated numbers: a company's dedicated sub-pool is tried before the
 //!   shared one; no other company can reach it. A company without dedicated
-//!   numbers pays one length check (table without dedications) or a binary
-//!   search over the few dedicated companies, and no hashing.
+//!   numbers pays one bit test (see `dedicated_filter_bit`), and rarely a
+//!   binary search over the few dedicated companies; never a hash.
 //!
 //! Not for: deciding when a lease ends (expiry and call handling release it);
 //! persistence (storage keeps each pending verification's number and
@@ -53,6 +56,13 @@ pub type LineId = u32;
 /// that has to scan a whole full sub-pool reads 16 Ki words (~10 us). Real
 /// deployments have hundreds to a few thousand numbers.
 pub const NUMBERS_COUNT_MAX: usize = 1 << 20;
+
+/// The bit of `company` in [`LeaseTable::dedicated_filter`]: its id modulo
+/// 64. Company ids are row ids, so consecutive companies get distinct bits
+/// and a handful of dedicated companies leave most bits clear.
+fn dedicated_filter_bit(company: CompanyId) -> u64 {
+    1u64 << (company as u64 % u64::BITS as u64)
+}
 
 /// Marks a pool without a dedicated sub-pool in [`LeaseTable::dedicated`].
 const SUB_POOL_NONE: u32 = u32::MAX;
@@ -210,6 +220,9 @@ pub struct LeaseTable {
     /// Companies with dedicated numbers, sorted, with their sub-pool index per
     /// `Pool::index()` or [`SUB_POOL_NONE`]. Usually empty or a handful.
     dedicated: Box<[(CompanyId, [u32; 2])]>,
+    /// OR of [`dedicated_filter_bit`] over `dedicated`: a clear bit proves a
+    /// company has no dedicated numbers without searching.
+    dedicated_filter: u64,
     slot_by_number: HashMap<Box<str>, Slot>,
     lines: Box<[LineState]>,
 }
@@ -332,6 +345,9 @@ impl LeaseTable {
             slots: slots.into_boxed_slice(),
             states,
             sub_pools: sub_pools.into_boxed_slice(),
+            dedicated_filter: dedicated
+                .keys()
+                .fold(0, |filter, company| filter | dedicated_filter_bit(*company)),
             dedicated: dedicated.into_iter().collect(),
             slot_by_number,
             lines,
@@ -343,8 +359,9 @@ impl LeaseTable {
     /// `None` when neither has an issuable free number (the API's 503).
     #[inline]
     pub fn lease(&self, pool: Pool, company: CompanyId) -> Option<Lease> {
-        // Fast path: without any dedication this is one length check.
-        if !self.dedicated.is_empty() {
+        // Fast path: one bit test. The filter is 0 without any dedication,
+        // and most bits are clear with a few dedicated companies.
+        if self.dedicated_filter & dedicated_filter_bit(company) != 0 {
             if let Some(sub_pool) = self.dedicated_sub_pool(pool, company) {
                 if let Some(lease) = self.lease_in(sub_pool) {
                     return Some(lease);

@@ -4,7 +4,6 @@
 
 use super::*;
 use std::sync::atomic::AtomicUsize as StdAtomicUsize;
-use std::sync::Arc;
 
 const LINE_UP: LineSpec = LineSpec {
     active: true,
@@ -233,8 +232,10 @@ fn other_companies_never_get_dedicated_numbers() {
     assert_eq!(table.lease(Pool::Domestic, 8), None);
     assert_eq!(table.lease(Pool::International, 9), None);
     assert_eq!(table.lease(Pool::International, 6), None);
-    // Company ids around and beyond the dedicated ones.
-    for company in [i64::MIN, -1, 0, 6, 10, i64::MAX] {
+    // Company ids around and beyond the dedicated ones, and ones sharing
+    // company 7's filter bit (id modulo 64), which must fall through to the
+    // exact search.
+    for company in [i64::MIN, -57, -1, 0, 6, 10, 71, 7 + 64 * 1000, i64::MAX] {
         assert_eq!(table.lease(Pool::Domestic, company), None);
     }
     // The owners still get theirs.
@@ -487,9 +488,8 @@ fn randomized_four_threads_never_hold_a_slot_twice() {
     numbers.extend((70..74).map(|i| dedicated(Pool::Domestic, i, COMPANY_DEDICATED)));
     numbers.extend((74..77).map(|i| spec(Pool::International, i, 1)));
     let specs = numbers.clone();
-    let table = Arc::new(LeaseTable::new(vec![LINE_UP, LINE_UP], numbers).expect("valid"));
-    let holders: Arc<Vec<StdAtomicUsize>> =
-        Arc::new((0..specs.len()).map(|_| StdAtomicUsize::new(0)).collect());
+    let table = LeaseTable::new(vec![LINE_UP, LINE_UP], numbers).expect("valid");
+    let holders: Vec<StdAtomicUsize> = (0..specs.len()).map(|_| StdAtomicUsize::new(0)).collect();
 
     // All threads start together, so they really overlap.
     let start = std::sync::Barrier::new(THREADS_COUNT);

@@ -80,6 +80,10 @@ pub struct CreateRequest {
     pub ttl_seconds: u32,
 }
 
+/// The create serializer's fields in declaration order, which is the order
+/// DRF reports their errors in.
+pub const FIELD_ORDER: [&str; 5] = ["phone", "webhook_url", "client_ref", "info", "ttl_seconds"];
+
 /// Field errors in report order: `(field, messages)`, one entry per field.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct FieldErrors(pub Vec<(String, Vec<String>)>);
@@ -120,6 +124,23 @@ impl FieldErrors {
             Some((_, messages)) => messages.push(message),
             None => self.0.push((field.to_owned(), vec![message])),
         }
+    }
+
+    /// Like [`FieldErrors::add`], but a new entry goes where DRF would report
+    /// it: in the serializer's field declaration order ([`FIELD_ORDER`]).
+    /// Used when a check that runs after parsing (the SSRF guard) adds an
+    /// error to a report that already holds later fields.
+    pub fn add_in_field_order(&mut self, field: &str, message: impl Into<String>) {
+        let rank = |f: &str| FIELD_ORDER.iter().position(|x| *x == f).unwrap_or(usize::MAX);
+        if self.0.iter().any(|(name, _)| name == field) {
+            return self.add(field, message);
+        }
+        let at = self
+            .0
+            .iter()
+            .position(|(name, _)| rank(name) > rank(field))
+            .unwrap_or(self.0.len());
+        self.0.insert(at, (field.to_owned(), vec![message.into()]));
     }
 
     /// The messages recorded for `field`, if any.
@@ -346,3 +367,24 @@ fn ttl_field(value: Option<&Value>) -> Result<u32, Vec<String>> {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod field_order_tests {
+    use super::*;
+
+    #[test]
+    fn late_errors_are_inserted_in_declaration_order() {
+        let mut e = FieldErrors::default();
+        e.add("phone", "p");
+        e.add("ttl_seconds", "t");
+        e.add_in_field_order("webhook_url", "w");
+        let fields: Vec<&str> = e.0.iter().map(|(f, _)| f.as_str()).collect();
+        assert_eq!(fields, ["phone", "webhook_url", "ttl_seconds"]);
+        e.add_in_field_order("webhook_url", "w2");
+        assert_eq!(e.get("webhook_url"), Some(&["w".to_owned(), "w2".to_owned()][..]));
+        let mut only_late = FieldErrors::default();
+        only_late.add("info", "i");
+        only_late.add_in_field_order("phone", "p");
+        assert_eq!(only_late.0[0].0, "phone");
+    }
+}

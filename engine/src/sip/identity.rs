@@ -1,0 +1,232 @@
+//! Who is calling and which of our numbers they dialled, read from an
+//! INVITE.
+//!
+//! - Dialled number: the Request-URI user part, else the To user part, in
+//!   E.164 (providers send ours as `+7495...`, `7495...` or `8495...`).
+//! - Caller: the first source that says something, in this order:
+//!   `Privacy: id` (or `header`, which hides it too: RFC 3323) means the
+//!   caller withheld the number; then P-Asserted-Identity, but only when the
+//!   line trusts its provider to assert identities (RFC 3325: a PAI from
+//!   anyone else is a claim, not an assertion); then Remote-Party-ID (the
+//!   pre-3325 draft many gateways still send, with its own `privacy=`); then
+//!   From. A source whose URI is anonymous (`anonymous@anonymous.invalid`,
+//!   user `anonymous`, RFC 3323 s4.1.1.3) means withheld; a source present
+//!   but without a usable number is skipped. Nothing usable at all is
+//!   withheld too.
+//!
+//! Not for: trusting the sender (the caller checks that the datagram came
+//! from the line's provider before using anything here).
+
+use super::message::{split_commas, Message};
+use super::number::{to_e164, Region};
+use super::uri::{NameAddr, Uri};
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Caller {
+    /// The caller's number, E.164.
+    Number { e164: String, source: Source },
+    Withheld(Withheld),
+}
+
+/// Which header the caller number came from (for logs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    AssertedIdentity,
+    RemotePartyId,
+    From,
+}
+
+impl Source {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::AssertedIdentity => "p-asserted-identity",
+            Source::RemotePartyId => "remote-party-id",
+            Source::From => "from",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Withheld {
+    /// `Privacy: id` / `header`, or Remote-Party-ID `privacy=full|uri`.
+    PrivacyRequested,
+    /// An anonymous URI.
+    Anonymous,
+    /// No header carried anything that reads as a phone number.
+    NoUsableNumber,
+}
+
+impl Withheld {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Withheld::PrivacyRequested => "privacy requested",
+            Withheld::Anonymous => "anonymous",
+            Withheld::NoUsableNumber => "no usable number",
+        }
+    }
+}
+
+/// The dialled number of an INVITE, E.164, if any.
+pub fn dialled_number(msg: &Message, region: Region) -> Option<String> {
+    let from_ruri = msg
+        .request_uri()
+        .and_then(Uri::parse)
+        .and_then(|u| u.user().and_then(|n| to_e164(n, region)));
+    from_ruri.or_else(|| {
+        msg.header("To")
+            .and_then(NameAddr::parse)
+            .and_then(|a| a.uri.user().and_then(|n| to_e164(n, region)))
+    })
+}
+
+/// The caller of an INVITE, see the module doc for the order.
+pub fn caller(msg: &Message, region: Region, trust_asserted_identity: bool) -> Caller {
+    let privacy_hides_id = msg.headers_named("Privacy").any(|v| {
+        v.split([';', ','])
+            .any(|t| matches!(t.trim().to_ascii_lowercase().as_str(), "id" | "header"))
+    });
+    if privacy_hides_id {
+        return Caller::Withheld(Withheld::PrivacyRequested);
+    }
+    if trust_asserted_identity {
+        if let Some(c) = first_in(msg, "P-Asserted-Identity", region, Source::AssertedIdentity) {
+            return c;
+        }
+    }
+    if let Some(c) = first_in(msg, "Remote-Party-ID", region, Source::RemotePartyId) {
+        return c;
+    }
+    if let Some(c) = first_in(msg, "From", region, Source::From) {
+        return c;
+    }
+    Caller::Withheld(Withheld::NoUsableNumber)
+}
+
+/// The first value of `header` that says something about the caller.
+fn first_in(msg: &Message, header: &str, region: Region, source: Source) -> Option<Caller> {
+    for value in msg.headers_named(header) {
+        for part in split_commas(value) {
+            let Some(addr) = NameAddr::parse(part) else {
+                continue;
+            };
+            if source == Source::RemotePartyId {
+                let party = addr.param("party").flatten().unwrap_or("calling");
+                if !party.eq_ignore_ascii_case("calling") {
+                    continue;
+                }
+                let privacy = addr.param("privacy").flatten().unwrap_or("off");
+                if privacy.eq_ignore_ascii_case("full") || privacy.eq_ignore_ascii_case("uri") {
+                    return Some(Caller::Withheld(Withheld::PrivacyRequested));
+                }
+            }
+            if is_anonymous(&addr) {
+                return Some(Caller::Withheld(Withheld::Anonymous));
+            }
+            if let Some(e164) = addr.uri.user().and_then(|u| to_e164(u, region)) {
+                return Some(Caller::Number { e164, source });
+            }
+        }
+    }
+    None
+}
+
+fn is_anonymous(addr: &NameAddr) -> bool {
+    let user_anonymous = addr
+        .uri
+        .user()
+        .is_some_and(|u| u.eq_ignore_ascii_case("anonymous") || u.eq_ignore_ascii_case("restricted"));
+    let host_anonymous = addr
+        .uri
+        .host()
+        .is_some_and(|h| h.eq_ignore_ascii_case("anonymous.invalid"));
+    user_anonymous || host_anonymous
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ru() -> Region {
+        Region::parse("RU").unwrap()
+    }
+
+    fn invite(ruri: &str, extra: &str) -> Message {
+        let text = format!(
+            "INVITE {ruri} SIP/2.0\r\nVia: SIP/2.0/UDP 10.0.0.1;branch=z9hG4bK1\r\n\
+             To: <sip:84950000001@gw>\r\nCall-ID: c\r\nCSeq: 1 INVITE\r\n{extra}\r\n"
+        );
+        Message::parse(text.as_bytes()).unwrap()
+    }
+
+    fn number(e164: &str, source: Source) -> Caller {
+        Caller::Number {
+            e164: e164.to_owned(),
+            source,
+        }
+    }
+
+    #[test]
+    fn dialled_number_from_request_uri_then_to() {
+        let m = invite("sip:+74950000002@us", "From: <sip:1@h>\r\n");
+        assert_eq!(dialled_number(&m, ru()).as_deref(), Some("+74950000002"));
+        let m = invite("tel:8-495-000-00-03", "From: <sip:1@h>\r\n");
+        assert_eq!(dialled_number(&m, ru()).as_deref(), Some("+74950000003"));
+        let m = invite("sip:us.example", "From: <sip:1@h>\r\n");
+        assert_eq!(dialled_number(&m, ru()).as_deref(), Some("+74950000001"));
+        let m = invite("sip:trunk@us", "From: <sip:1@h>\r\n");
+        assert_eq!(dialled_number(&m, ru()).as_deref(), Some("+74950000001"));
+    }
+
+    #[test]
+    fn caller_order_pai_rpid_from() {
+        let all = "From: <sip:89000000001@h>;tag=1\r\n\
+                   Remote-Party-ID: <sip:89000000002@h>;party=calling;screen=yes\r\n\
+                   P-Asserted-Identity: \"X\" <sip:+79000000003@h>, <tel:+79000000004>\r\n";
+        let m = invite("sip:1@us", all);
+        assert_eq!(caller(&m, ru(), true), number("+79000000003", Source::AssertedIdentity));
+        // An untrusted provider's PAI is ignored.
+        assert_eq!(caller(&m, ru(), false), number("+79000000002", Source::RemotePartyId));
+        let m = invite("sip:1@us", "From: \"Ivan\" <sip:89000000001@h>;tag=1\r\n");
+        assert_eq!(caller(&m, ru(), true), number("+79000000001", Source::From));
+        let m = invite("sip:1@us", "From: <tel:+7-900-000-00-05>;tag=1\r\n");
+        assert_eq!(caller(&m, ru(), true), number("+79000000005", Source::From));
+        let m = invite("sip:1@us", "From: <sips:9000000006@h>;tag=1\r\n");
+        assert_eq!(caller(&m, ru(), true), number("+79000000006", Source::From));
+        // A PAI without a number falls through to the next source.
+        let m = invite(
+            "sip:1@us",
+            "From: <sip:89000000001@h>;tag=1\r\nP-Asserted-Identity: <sip:gw@h>\r\n",
+        );
+        assert_eq!(caller(&m, ru(), true), number("+79000000001", Source::From));
+        // Remote-Party-ID of another party is not the caller.
+        let m = invite(
+            "sip:1@us",
+            "From: <sip:89000000001@h>;tag=1\r\nRemote-Party-ID: <sip:89000000009@h>;party=called\r\n",
+        );
+        assert_eq!(caller(&m, ru(), true), number("+79000000001", Source::From));
+    }
+
+    #[test]
+    fn withheld_callers() {
+        let cases = [
+            ("From: \"Anonymous\" <sip:anonymous@anonymous.invalid>;tag=1\r\n", Withheld::Anonymous),
+            ("From: <sip:Anonymous@h>;tag=1\r\n", Withheld::Anonymous),
+            ("From: <sip:89000000001@h>;tag=1\r\nPrivacy: id\r\n", Withheld::PrivacyRequested),
+            ("From: <sip:89000000001@h>;tag=1\r\nPrivacy: user;Header\r\n", Withheld::PrivacyRequested),
+            (
+                "From: <sip:89000000001@h>;tag=1\r\nRemote-Party-ID: <sip:89000000002@h>;privacy=full\r\n",
+                Withheld::PrivacyRequested,
+            ),
+            ("From: <sip:unknown@h>;tag=1\r\n", Withheld::NoUsableNumber),
+            ("From: <sip:12@h>;tag=1\r\n", Withheld::NoUsableNumber),
+            ("From: garbage\r\n", Withheld::NoUsableNumber),
+        ];
+        for (headers, want) in cases {
+            let m = invite("sip:1@us", headers);
+            assert_eq!(caller(&m, ru(), true), Caller::Withheld(want), "{headers}");
+        }
+        // `Privacy: none` hides nothing.
+        let m = invite("sip:1@us", "From: <sip:89000000001@h>;tag=1\r\nPrivacy: none\r\n");
+        assert_eq!(caller(&m, ru(), true), number("+79000000001", Source::From));
+    }
+}

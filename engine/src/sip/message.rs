@@ -1,0 +1,858 @@
+//! The SIP parsing edge: one UDP datagram in, a [`Message`] with canonical
+//! header names out, or a [`ParseError`]; and the few messages we build.
+//!
+//! What it normalises, so nothing behind it has to: compact header names
+//! (`v:`, `f:`, `i:`... RFC 3261 s7.3.3 says they MUST be accepted) become
+//! their long names; folded lines (a line starting with a space or tab
+//! continues the previous header, s7.3.1) are joined; several Via values on
+//! one line (`Via: a, b`) become separate headers in order; header names
+//! are matched case-insensitively. Unknown headers are kept as they are.
+//!
+//! What it refuses: anything over [`DATAGRAM_BYTES_MAX`] or with more than
+//! [`HEADERS_COUNT_MAX`] headers, a start line that is not SIP/2.0, a
+//! request without Via, From, To, Call-ID or CSeq, a CSeq whose method is
+//! not the request's, a Content-Length larger than the body that came.
+//! Every step works on checked slices; peer bytes never reach an `unwrap`.
+//!
+//! Not for: the meaning of From/To/PAI values (see [`super::uri`] and
+//! [`super::identity`]) or transaction state (see [`super::server`]).
+
+use std::fmt::{self, Write as _};
+use std::net::{IpAddr, SocketAddr};
+
+/// The largest datagram we parse. RFC 3261 s18.1.1 sends anything near the
+/// path MTU over TCP, so real INVITEs over UDP stay under ~1.3 KB; 16 KiB
+/// leaves room for long PAI chains and bodies while bounding the work.
+pub const DATAGRAM_BYTES_MAX: usize = 16 * 1024;
+/// Most header fields in one message, counted after splitting Via values.
+/// A real INVITE has 10 to 30; a proxy chain adds a Via per hop (70 at the
+/// very most, Max-Forwards' default).
+pub const HEADERS_COUNT_MAX: usize = 128;
+/// Most Via values one message may carry.
+pub const VIA_COUNT_MAX: usize = 70;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ParseError {
+    /// More than [`DATAGRAM_BYTES_MAX`] bytes.
+    TooLarge,
+    /// No blank line ends the headers.
+    NoHeaderEnd,
+    /// The header section is not UTF-8.
+    NotUtf8,
+    BadStartLine,
+    /// A header line without a colon or with an empty or invalid name.
+    BadHeader,
+    /// More than [`HEADERS_COUNT_MAX`] headers or [`VIA_COUNT_MAX`] Vias.
+    TooManyHeaders,
+    /// A header every request or response must have.
+    Missing(&'static str),
+    BadCSeq,
+    BadContentLength,
+    /// Content-Length says more bytes than the datagram holds.
+    Truncated,
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ParseError::TooLarge => write!(f, "datagram over {DATAGRAM_BYTES_MAX} bytes"),
+            ParseError::NoHeaderEnd => f.write_str("no blank line after the headers"),
+            ParseError::NotUtf8 => f.write_str("headers are not UTF-8"),
+            ParseError::BadStartLine => f.write_str("malformed start line"),
+            ParseError::BadHeader => f.write_str("malformed header line"),
+            ParseError::TooManyHeaders => f.write_str("too many headers"),
+            ParseError::Missing(name) => write!(f, "missing {name} header"),
+            ParseError::BadCSeq => f.write_str("malformed CSeq"),
+            ParseError::BadContentLength => f.write_str("malformed Content-Length"),
+            ParseError::Truncated => f.write_str("body shorter than Content-Length"),
+        }
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Method {
+    Invite,
+    Ack,
+    Cancel,
+    Bye,
+    Options,
+    Register,
+    Other(String),
+}
+
+impl Method {
+    pub fn parse(token: &str) -> Option<Method> {
+        if token.is_empty() || !token.bytes().all(is_token_byte) {
+            return None;
+        }
+        // Methods are case-sensitive (RFC 3261 s7.1).
+        Some(match token {
+            "INVITE" => Method::Invite,
+            "ACK" => Method::Ack,
+            "CANCEL" => Method::Cancel,
+            "BYE" => Method::Bye,
+            "OPTIONS" => Method::Options,
+            "REGISTER" => Method::Register,
+            other => Method::Other(other.to_owned()),
+        })
+    }
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            Method::Invite => "INVITE",
+            Method::Ack => "ACK",
+            Method::Cancel => "CANCEL",
+            Method::Bye => "BYE",
+            Method::Options => "OPTIONS",
+            Method::Register => "REGISTER",
+            Method::Other(s) => s,
+        }
+    }
+}
+
+impl fmt::Display for Method {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StartLine {
+    Request { method: Method, uri: String },
+    Response { code: u16, reason: String },
+}
+
+/// One header field with its canonical name and its unfolded, trimmed value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Header {
+    pub name: String,
+    pub value: String,
+}
+
+/// A parsed message. Header order is kept (Via order matters).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Message {
+    pub start: StartLine,
+    pub headers: Vec<Header>,
+    pub body: Vec<u8>,
+    /// CSeq number and method, checked at parse time.
+    pub cseq: (u32, Method),
+}
+
+/// Compact forms (RFC 3261 s7.3.3, RFC 3515, RFC 3265, RFC 4028...).
+const COMPACT: &[(u8, &str)] = &[
+    (b'a', "Accept-Contact"),
+    (b'b', "Referred-By"),
+    (b'c', "Content-Type"),
+    (b'd', "Request-Disposition"),
+    (b'e', "Content-Encoding"),
+    (b'f', "From"),
+    (b'i', "Call-ID"),
+    (b'j', "Reject-Contact"),
+    (b'k', "Supported"),
+    (b'l', "Content-Length"),
+    (b'm', "Contact"),
+    (b'o', "Event"),
+    (b'r', "Refer-To"),
+    (b's', "Subject"),
+    (b't', "To"),
+    (b'u', "Allow-Events"),
+    (b'v', "Via"),
+    (b'x', "Session-Expires"),
+    (b'y', "Identity"),
+];
+
+/// Long names we read, in their canonical spelling.
+const KNOWN: &[&str] = &[
+    "Via",
+    "From",
+    "To",
+    "Call-ID",
+    "CSeq",
+    "Contact",
+    "Content-Length",
+    "Content-Type",
+    "Max-Forwards",
+    "Expires",
+    "Min-Expires",
+    "WWW-Authenticate",
+    "Proxy-Authenticate",
+    "Authorization",
+    "Proxy-Authorization",
+    "P-Asserted-Identity",
+    "P-Preferred-Identity",
+    "Remote-Party-ID",
+    "Privacy",
+    "User-Agent",
+    "Server",
+    "Allow",
+    "Supported",
+    "Route",
+    "Record-Route",
+    "Retry-After",
+];
+
+fn canonical_name(raw: &str) -> Option<String> {
+    if raw.is_empty() || !raw.bytes().all(is_token_byte) {
+        return None;
+    }
+    if raw.len() == 1 {
+        let c = raw.as_bytes()[0].to_ascii_lowercase();
+        if let Some((_, long)) = COMPACT.iter().find(|(k, _)| *k == c) {
+            return Some((*long).to_owned());
+        }
+    }
+    Some(
+        KNOWN
+            .iter()
+            .find(|k| k.eq_ignore_ascii_case(raw))
+            .map_or_else(|| raw.to_owned(), |k| (*k).to_owned()),
+    )
+}
+
+/// RFC 3261 s25.1 `token` characters.
+fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"-.!%*_+`'~".contains(&b)
+}
+
+/// Splits `value` at commas that are outside quotes and angle brackets.
+pub fn split_commas(value: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut quoted, mut angle, mut escaped) = (false, false, false);
+    let mut start = 0;
+    for (i, c) in value.char_indices() {
+        if escaped {
+            escaped = false;
+            continue;
+        }
+        match c {
+            '\\' if quoted => escaped = true,
+            '"' => quoted = !quoted,
+            '<' if !quoted => angle = true,
+            '>' if !quoted => angle = false,
+            ',' if !quoted && !angle => {
+                out.push(value[start..i].trim());
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(value[start..].trim());
+    out.retain(|s| !s.is_empty());
+    out
+}
+
+impl Message {
+    /// Parses one datagram. Leading CRLFs (keep-alives, s7.5) are skipped; a
+    /// datagram of nothing but CRLFs is `BadStartLine` (the caller should
+    /// ignore those before calling, see [`is_keepalive`]).
+    pub fn parse(bytes: &[u8]) -> Result<Message, ParseError> {
+        if bytes.len() > DATAGRAM_BYTES_MAX {
+            return Err(ParseError::TooLarge);
+        }
+        let mut start = 0;
+        while bytes[start..].starts_with(b"\r\n") {
+            start += 2;
+        }
+        let bytes = &bytes[start..];
+        let (head, body) = split_head(bytes).ok_or(ParseError::NoHeaderEnd)?;
+        let head = std::str::from_utf8(head).map_err(|_| ParseError::NotUtf8)?;
+        let mut lines = head.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l));
+        let start_line = parse_start_line(lines.next().unwrap_or(""))?;
+
+        let mut headers: Vec<Header> = Vec::new();
+        for line in lines {
+            if line.is_empty() {
+                continue;
+            }
+            if line.starts_with([' ', '\t']) {
+                // A continuation: joined to the previous header's value by a
+                // single space (s7.3.1).
+                let last = headers.last_mut().ok_or(ParseError::BadHeader)?;
+                let more = line.trim();
+                if !more.is_empty() {
+                    if !last.value.is_empty() {
+                        last.value.push(' ');
+                    }
+                    last.value.push_str(more);
+                }
+                continue;
+            }
+            let (name, value) = line.split_once(':').ok_or(ParseError::BadHeader)?;
+            let name = canonical_name(name.trim_end()).ok_or(ParseError::BadHeader)?;
+            headers.push(Header {
+                name,
+                value: value.trim().to_owned(),
+            });
+            if headers.len() > HEADERS_COUNT_MAX {
+                return Err(ParseError::TooManyHeaders);
+            }
+        }
+        let headers = split_vias(headers)?;
+
+        let content_length = match headers.iter().find(|h| h.name == "Content-Length") {
+            Some(h) => Some(
+                h.value
+                    .parse::<usize>()
+                    .map_err(|_| ParseError::BadContentLength)?,
+            ),
+            None => None,
+        };
+        let body = match content_length {
+            Some(n) if n > body.len() => return Err(ParseError::Truncated),
+            Some(n) => body[..n].to_vec(),
+            None => body.to_vec(),
+        };
+
+        for required in ["Via", "From", "To", "Call-ID", "CSeq"] {
+            if !headers.iter().any(|h| h.name == required) {
+                return Err(ParseError::Missing(required));
+            }
+        }
+        let cseq = headers
+            .iter()
+            .find(|h| h.name == "CSeq")
+            .map(|h| parse_cseq(&h.value))
+            .ok_or(ParseError::Missing("CSeq"))??;
+        if let StartLine::Request { method, .. } = &start_line {
+            if *method != cseq.1 {
+                return Err(ParseError::BadCSeq);
+            }
+        }
+        Ok(Message {
+            start: start_line,
+            headers,
+            body,
+            cseq,
+        })
+    }
+
+    /// The first value of header `name` (canonical spelling).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|h| h.name == name)
+            .map(|h| h.value.as_str())
+    }
+
+    /// Every value of header `name`, in order.
+    pub fn headers_named<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.headers
+            .iter()
+            .filter(move |h| h.name == name)
+            .map(|h| h.value.as_str())
+    }
+
+    pub fn method(&self) -> Option<&Method> {
+        match &self.start {
+            StartLine::Request { method, .. } => Some(method),
+            StartLine::Response { .. } => None,
+        }
+    }
+
+    pub fn request_uri(&self) -> Option<&str> {
+        match &self.start {
+            StartLine::Request { uri, .. } => Some(uri),
+            StartLine::Response { .. } => None,
+        }
+    }
+
+    pub fn status(&self) -> Option<u16> {
+        match &self.start {
+            StartLine::Response { code, .. } => Some(*code),
+            StartLine::Request { .. } => None,
+        }
+    }
+
+    pub fn call_id(&self) -> &str {
+        // Presence is checked by `parse`.
+        self.header("Call-ID").unwrap_or("")
+    }
+
+    /// The topmost Via, parsed.
+    pub fn top_via(&self) -> Option<Via> {
+        self.header("Via").and_then(Via::parse)
+    }
+}
+
+/// A datagram of only CR and LF bytes: a NAT keep-alive (RFC 5626 s3.5.1),
+/// to be ignored without an answer.
+pub fn is_keepalive(bytes: &[u8]) -> bool {
+    !bytes.is_empty() && bytes.iter().all(|b| *b == b'\r' || *b == b'\n')
+}
+
+fn split_head(bytes: &[u8]) -> Option<(&[u8], &[u8])> {
+    if let Some(i) = find(bytes, b"\r\n\r\n") {
+        return Some((&bytes[..i], &bytes[i + 4..]));
+    }
+    // Bare LF line ends: not RFC-conformant, but cheap to accept.
+    find(bytes, b"\n\n").map(|i| (&bytes[..i], &bytes[i + 2..]))
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+fn parse_start_line(line: &str) -> Result<StartLine, ParseError> {
+    let mut parts = line.splitn(3, ' ');
+    let (a, b, c) = (
+        parts.next().unwrap_or(""),
+        parts.next().unwrap_or(""),
+        parts.next().unwrap_or(""),
+    );
+    if a == "SIP/2.0" {
+        let code: u16 = b.parse().map_err(|_| ParseError::BadStartLine)?;
+        if !(100..=699).contains(&code) || b.len() != 3 {
+            return Err(ParseError::BadStartLine);
+        }
+        return Ok(StartLine::Response {
+            code,
+            reason: c.to_owned(),
+        });
+    }
+    if c != "SIP/2.0" || b.is_empty() || b.contains(char::is_whitespace) {
+        return Err(ParseError::BadStartLine);
+    }
+    let method = Method::parse(a).ok_or(ParseError::BadStartLine)?;
+    Ok(StartLine::Request {
+        method,
+        uri: b.to_owned(),
+    })
+}
+
+fn parse_cseq(value: &str) -> Result<(u32, Method), ParseError> {
+    let mut parts = value.split_whitespace();
+    let number = parts
+        .next()
+        .and_then(|n| n.parse::<u32>().ok())
+        .ok_or(ParseError::BadCSeq)?;
+    let method = parts
+        .next()
+        .and_then(Method::parse)
+        .ok_or(ParseError::BadCSeq)?;
+    if parts.next().is_some() {
+        return Err(ParseError::BadCSeq);
+    }
+    Ok((number, method))
+}
+
+/// Turns `Via: a, b` into two Via headers, in order.
+fn split_vias(headers: Vec<Header>) -> Result<Vec<Header>, ParseError> {
+    let mut out = Vec::with_capacity(headers.len());
+    let mut vias = 0usize;
+    for h in headers {
+        if h.name != "Via" {
+            out.push(h);
+            continue;
+        }
+        for v in split_commas(&h.value) {
+            vias += 1;
+            out.push(Header {
+                name: "Via".to_owned(),
+                value: v.to_owned(),
+            });
+        }
+    }
+    if out.len() > HEADERS_COUNT_MAX || vias > VIA_COUNT_MAX {
+        return Err(ParseError::TooManyHeaders);
+    }
+    Ok(out)
+}
+
+/// Parameters as `name[=value]`, split at `;` outside quotes.
+pub fn parse_params(s: &str) -> Vec<(String, Option<String>)> {
+    let mut out = Vec::new();
+    let mut quoted = false;
+    let mut start = 0;
+    let mut push = |part: &str| {
+        let part = part.trim();
+        if part.is_empty() {
+            return;
+        }
+        match part.split_once('=') {
+            Some((k, v)) => out.push((
+                k.trim().to_ascii_lowercase(),
+                Some(v.trim().trim_matches('"').to_owned()),
+            )),
+            None => out.push((part.to_ascii_lowercase(), None)),
+        }
+    };
+    for (i, c) in s.char_indices() {
+        match c {
+            '"' => quoted = !quoted,
+            ';' if !quoted => {
+                push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    push(&s[start..]);
+    out
+}
+
+/// One Via value: `SIP/2.0/UDP host[:port];params`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Via {
+    pub transport: String,
+    pub host: String,
+    pub port: Option<u16>,
+    pub params: Vec<(String, Option<String>)>,
+}
+
+/// RFC 3261's magic cookie: a branch starting with it is globally unique.
+pub const BRANCH_COOKIE: &str = "z9hG4bK";
+
+impl Via {
+    pub fn parse(value: &str) -> Option<Via> {
+        let (proto, rest) = value.trim().split_once(char::is_whitespace)?;
+        let mut proto_parts = proto.split('/');
+        let (name, version, transport) =
+            (proto_parts.next()?, proto_parts.next()?, proto_parts.next()?);
+        if !name.trim().eq_ignore_ascii_case("SIP") || version.trim() != "2.0" {
+            return None;
+        }
+        let rest = rest.trim();
+        let (sent_by, params) = match rest.find(';') {
+            Some(i) => (&rest[..i], parse_params(&rest[i + 1..])),
+            None => (rest, Vec::new()),
+        };
+        let (host, port) = split_host_port(sent_by.trim())?;
+        Some(Via {
+            transport: transport.trim().to_ascii_uppercase(),
+            host,
+            port,
+            params,
+        })
+    }
+
+    pub fn param(&self, name: &str) -> Option<Option<&str>> {
+        self.params
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_deref())
+    }
+
+    pub fn branch(&self) -> Option<&str> {
+        self.param("branch").flatten()
+    }
+
+    /// `host[:port]` as written, for transaction matching.
+    pub fn sent_by(&self) -> String {
+        match self.port {
+            Some(p) => format!("{}:{p}", self.host),
+            None => self.host.clone(),
+        }
+    }
+
+    /// Where a response to a request that arrived from `src` with this top
+    /// Via goes (RFC 3261 s18.2.2 with RFC 3581 `rport`): with `rport`, back
+    /// to the source address and port; else to `received` (or the sent-by
+    /// host if it is an IP literal) at the sent-by port. A sent-by host name
+    /// would need DNS, which the response path must not wait for: the source
+    /// address answers instead.
+    pub fn response_target(&self, src: SocketAddr) -> SocketAddr {
+        if self.param("rport").is_some() {
+            return src;
+        }
+        let port = self.port.unwrap_or(5060);
+        if let Some(Some(received)) = self.param("received") {
+            if let Ok(ip) = received.parse::<IpAddr>() {
+                return SocketAddr::new(ip, port);
+            }
+        }
+        match self.host.trim_matches(['[', ']']).parse::<IpAddr>() {
+            Ok(ip) => SocketAddr::new(ip, port),
+            Err(_) => SocketAddr::new(src.ip(), port),
+        }
+    }
+
+    /// The value with `received` (when the source differs from sent-by)
+    /// and a filled-in `rport` (when the client asked for it) added, as a
+    /// server must before copying the Via into its responses.
+    pub fn stamped(&self, src: SocketAddr) -> String {
+        let mut out = format!("SIP/2.0/{} {}", self.transport, self.sent_by());
+        let host_is_src = self
+            .host
+            .trim_matches(['[', ']'])
+            .parse::<IpAddr>()
+            .is_ok_and(|ip| ip == src.ip());
+        for (k, v) in &self.params {
+            match (k.as_str(), v) {
+                ("received", _) => {}
+                ("rport", _) => {
+                    let _ = write!(out, ";rport={}", src.port());
+                }
+                (k, Some(v)) => {
+                    let _ = write!(out, ";{k}={v}");
+                }
+                (k, None) => {
+                    let _ = write!(out, ";{k}");
+                }
+            }
+        }
+        if !host_is_src || self.param("rport").is_some() {
+            let _ = write!(out, ";received={}", src.ip());
+        }
+        out
+    }
+}
+
+/// `host[:port]`, with IPv6 literals in brackets.
+pub fn split_host_port(s: &str) -> Option<(String, Option<u16>)> {
+    if s.is_empty() {
+        return None;
+    }
+    if let Some(rest) = s.strip_prefix('[') {
+        let (host, after) = rest.split_once(']')?;
+        let port = match after.strip_prefix(':') {
+            Some(p) => Some(p.parse().ok()?),
+            None if after.is_empty() => None,
+            None => return None,
+        };
+        return Some((format!("[{host}]"), port));
+    }
+    match s.rsplit_once(':') {
+        Some((h, p)) if !h.is_empty() && !h.contains(':') => Some((h.to_owned(), Some(p.parse().ok()?))),
+        Some(_) => None,
+        None => Some((s.to_owned(), None)),
+    }
+}
+
+/// The reason phrase we write for a status code.
+pub fn reason_phrase(code: u16) -> &'static str {
+    match code {
+        100 => "Trying",
+        200 => "OK",
+        400 => "Bad Request",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        480 => "Temporarily Unavailable",
+        481 => "Call/Transaction Does Not Exist",
+        486 => "Busy Here",
+        487 => "Request Terminated",
+        500 => "Server Internal Error",
+        501 => "Not Implemented",
+        503 => "Service Unavailable",
+        603 => "Decline",
+        _ => "Unknown",
+    }
+}
+
+/// The `User-Agent`/`Server` value we send.
+pub const PRODUCT: &str = "dialproof";
+
+/// A response to `req`: its Via headers (already stamped by the caller if
+/// needed, see [`Via::stamped`]), From, To (with `to_tag` added when the
+/// request's To has none and the response is not a 100), Call-ID and CSeq.
+/// `extra` headers are written as given.
+pub fn build_response(
+    req: &Message,
+    vias: &[String],
+    code: u16,
+    to_tag: Option<&str>,
+    extra: &[(&str, &str)],
+) -> Vec<u8> {
+    let mut out = String::with_capacity(512);
+    let _ = write!(out, "SIP/2.0 {code} {}\r\n", reason_phrase(code));
+    for v in vias {
+        let _ = write!(out, "Via: {v}\r\n");
+    }
+    let _ = write!(out, "From: {}\r\n", req.header("From").unwrap_or(""));
+    let to = req.header("To").unwrap_or("");
+    match to_tag {
+        Some(tag) if code > 100 && !has_tag(to) => {
+            let _ = write!(out, "To: {to};tag={tag}\r\n");
+        }
+        _ => {
+            let _ = write!(out, "To: {to}\r\n");
+        }
+    }
+    let _ = write!(out, "Call-ID: {}\r\n", req.call_id());
+    let _ = write!(out, "CSeq: {} {}\r\n", req.cseq.0, req.cseq.1);
+    for (k, v) in extra {
+        let _ = write!(out, "{k}: {v}\r\n");
+    }
+    let _ = write!(out, "Server: {PRODUCT}\r\nContent-Length: 0\r\n\r\n");
+    out.into_bytes()
+}
+
+/// Whether a From/To value carries a `tag` parameter (outside its URI).
+pub fn has_tag(value: &str) -> bool {
+    tag_of(value).is_some()
+}
+
+/// The `tag` parameter of a From/To value.
+pub fn tag_of(value: &str) -> Option<String> {
+    let params = match value.rfind('>') {
+        Some(i) => &value[i + 1..],
+        None => value.split_once(';').map_or("", |(_, p)| p),
+    };
+    parse_params(params.trim_start_matches(';'))
+        .into_iter()
+        .find(|(k, _)| k == "tag")
+        .and_then(|(_, v)| v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) const INVITE: &str = "INVITE sip:+74950000001@127.0.0.1 SIP/2.0\r\n\
+        Via: SIP/2.0/UDP 10.0.0.1:5070;branch=z9hG4bK1;rport\r\n\
+        From: <sip:89123456789@10.0.0.1>;tag=a\r\n\
+        To: <sip:+74950000001@127.0.0.1>\r\n\
+        Call-ID: x@y\r\n\
+        CSeq: 1 INVITE\r\n\
+        Max-Forwards: 70\r\n\
+        Content-Length: 0\r\n\r\n";
+
+    #[test]
+    fn parses_a_plain_invite() {
+        let m = Message::parse(INVITE.as_bytes()).unwrap();
+        assert_eq!(m.method(), Some(&Method::Invite));
+        assert_eq!(m.request_uri(), Some("sip:+74950000001@127.0.0.1"));
+        assert_eq!(m.call_id(), "x@y");
+        assert_eq!(m.cseq, (1, Method::Invite));
+        let via = m.top_via().unwrap();
+        assert_eq!(via.branch(), Some("z9hG4bK1"));
+        assert_eq!(via.port, Some(5070));
+    }
+
+    #[test]
+    fn compact_names_are_expanded() {
+        let compact = INVITE
+            .replace("Via:", "v:")
+            .replace("From:", "f:")
+            .replace("To:", "t:")
+            .replace("Call-ID:", "i:")
+            .replace("Content-Length:", "l:");
+        let m = Message::parse(compact.as_bytes()).unwrap();
+        assert_eq!(m.header("From"), Some("<sip:89123456789@10.0.0.1>;tag=a"));
+        assert_eq!(m.header("Call-ID"), Some("x@y"));
+        assert!(m.top_via().is_some());
+    }
+
+    #[test]
+    fn folded_lines_are_joined_and_names_are_case_insensitive() {
+        let folded = INVITE.replace("From: <sip", "fROM:\r\n   <sip");
+        let m = Message::parse(folded.as_bytes()).unwrap();
+        assert_eq!(m.header("From"), Some("<sip:89123456789@10.0.0.1>;tag=a"));
+        let tab = INVITE.replace(";tag=a", "\r\n\t;tag=a");
+        let m = Message::parse(tab.as_bytes()).unwrap();
+        assert_eq!(m.header("From"), Some("<sip:89123456789@10.0.0.1> ;tag=a"));
+        assert_eq!(tag_of(m.header("From").unwrap()).as_deref(), Some("a"));
+    }
+
+    #[test]
+    fn several_vias_on_one_line_are_split_in_order() {
+        let two = INVITE.replace(
+            ";rport\r\n",
+            ";rport, SIP/2.0/UDP 192.0.2.9;branch=z9hG4bK2\r\nVia: SIP/2.0/TCP h3;branch=z9hG4bK3\r\n",
+        );
+        let m = Message::parse(two.as_bytes()).unwrap();
+        let vias: Vec<_> = m.headers_named("Via").collect();
+        assert_eq!(vias.len(), 3);
+        assert!(vias[1].starts_with("SIP/2.0/UDP 192.0.2.9"));
+        assert!(vias[2].contains("z9hG4bK3"));
+    }
+
+    #[test]
+    fn unknown_headers_are_kept_and_a_body_is_bounded_by_content_length() {
+        let m = Message::parse(
+            INVITE
+                .replace("Content-Length: 0", "X-Thing: a: b\r\nContent-Length: 3")
+                .replace("\r\n\r\n", "\r\n\r\nabcdef")
+                .as_bytes(),
+        )
+        .unwrap();
+        assert_eq!(m.header("X-Thing"), Some("a: b"));
+        assert_eq!(m.body, b"abc");
+    }
+
+    #[test]
+    fn malformed_messages_are_errors() {
+        let cases: Vec<(String, ParseError)> = vec![
+            (INVITE.replace("\r\n\r\n", "\r\n"), ParseError::NoHeaderEnd),
+            (INVITE.replace("SIP/2.0\r\nVia", "SIP/3.0\r\nVia"), ParseError::BadStartLine),
+            (INVITE.replace("Call-ID: x@y\r\n", ""), ParseError::Missing("Call-ID")),
+            (INVITE.replace("CSeq: 1 INVITE", "CSeq: 1 BYE"), ParseError::BadCSeq),
+            (INVITE.replace("CSeq: 1 INVITE", "CSeq: x INVITE"), ParseError::BadCSeq),
+            (INVITE.replace("Content-Length: 0", "Content-Length: 9"), ParseError::Truncated),
+            (INVITE.replace("Content-Length: 0", "Content-Length: abc"), ParseError::BadContentLength),
+            (INVITE.replace("Max-Forwards: 70", "no colon here"), ParseError::BadHeader),
+            (INVITE.replace("Max-Forwards: 70", " folded-into-cseq"), ParseError::BadCSeq),
+            ("SIP/2.0 99 Odd\r\n\r\n".to_owned(), ParseError::BadStartLine),
+        ];
+        for (text, want) in cases {
+            assert_eq!(Message::parse(text.as_bytes()), Err(want), "{text:?}");
+        }
+        assert_eq!(
+            Message::parse(&vec![b'a'; DATAGRAM_BYTES_MAX + 1]),
+            Err(ParseError::TooLarge)
+        );
+        let many = INVITE.replace(
+            "Max-Forwards: 70\r\n",
+            &"X-A: 1\r\n".repeat(HEADERS_COUNT_MAX + 1),
+        );
+        assert_eq!(Message::parse(many.as_bytes()), Err(ParseError::TooManyHeaders));
+        assert!(Message::parse(&[0xff, 0xfe, b'\r', b'\n', b'\r', b'\n']).is_err());
+        assert!(is_keepalive(b"\r\n\r\n"));
+        assert!(!is_keepalive(b""));
+    }
+
+    #[test]
+    fn via_stamping_and_response_targets() {
+        let src: SocketAddr = "203.0.113.5:40000".parse().unwrap();
+        let via = Via::parse("SIP/2.0/UDP 10.0.0.1:5070;branch=z9hG4bK1;rport").unwrap();
+        assert_eq!(via.response_target(src), src);
+        assert_eq!(
+            via.stamped(src),
+            "SIP/2.0/UDP 10.0.0.1:5070;branch=z9hG4bK1;rport=40000;received=203.0.113.5"
+        );
+        let no_rport = Via::parse("SIP/2.0/UDP 10.0.0.1:5070;branch=z9hG4bK1").unwrap();
+        assert_eq!(
+            no_rport.response_target(src),
+            "10.0.0.1:5070".parse().unwrap()
+        );
+        let received = Via::parse(&no_rport.stamped(src)).unwrap();
+        assert_eq!(
+            received.response_target(src),
+            "203.0.113.5:5070".parse().unwrap()
+        );
+        let named = Via::parse("SIP/2.0/UDP pbx.example;branch=z9hG4bKx").unwrap();
+        assert_eq!(
+            named.response_target(src),
+            "203.0.113.5:5060".parse().unwrap()
+        );
+        let v6 = Via::parse("SIP/2.0/UDP [2001:db8::1]:5080;branch=z9hG4bKy").unwrap();
+        assert_eq!(v6.host, "[2001:db8::1]");
+        assert_eq!(v6.port, Some(5080));
+        assert!(Via::parse("SIP/2.0/UDP").is_none());
+        assert!(Via::parse("HTTP/1.1/UDP a").is_none());
+    }
+
+    #[test]
+    fn responses_copy_the_request_and_tag_the_to() {
+        let req = Message::parse(INVITE.as_bytes()).unwrap();
+        let vias = vec!["SIP/2.0/UDP 10.0.0.1:5070;branch=z9hG4bK1".to_owned()];
+        let bytes = build_response(&req, &vias, 603, Some("t1"), &[]);
+        let resp = Message::parse(&bytes).unwrap();
+        assert_eq!(resp.status(), Some(603));
+        assert_eq!(resp.header("To"), Some("<sip:+74950000001@127.0.0.1>;tag=t1"));
+        assert_eq!(resp.cseq, (1, Method::Invite));
+        let trying = Message::parse(&build_response(&req, &vias, 100, Some("t1"), &[])).unwrap();
+        assert_eq!(trying.header("To"), Some("<sip:+74950000001@127.0.0.1>"));
+    }
+
+    #[test]
+    fn commas_inside_quotes_and_brackets_do_not_split() {
+        assert_eq!(
+            split_commas(r#""Doe, J" <sip:a@b;x=1,2>, <sip:c@d>"#),
+            vec![r#""Doe, J" <sip:a@b;x=1,2>"#, "<sip:c@d>"]
+        );
+    }
+}

@@ -1,0 +1,721 @@
+//! The UDP server side of SIP: INVITE server transactions (RFC 3261
+//! s17.2.1) and the stateless-enough answers to everything else.
+//!
+//! One [`Endpoint`] per socket. The driver feeds it datagrams with
+//! [`Endpoint::handle_datagram`] and wakes it at [`Endpoint::poll_timeout`]
+//! with [`Endpoint::handle_timeout`]; it sends what
+//! [`Endpoint::poll_transmit`] yields. A new INVITE comes out as
+//! [`Event::Invite`] after the endpoint has queued `100 Trying`; the
+//! application decides and calls [`Endpoint::respond`] (possibly much
+//! later, after a database commit). From then on the endpoint owns the
+//! transaction:
+//!
+//! - the final response is retransmitted on Timer G (T1, doubling, capped
+//!   at T2) until the ACK or Timer H (64*T1);
+//! - a retransmitted INVITE is answered with the latest response and never
+//!   surfaces as a second [`Event::Invite`], so a call completes once;
+//! - the ACK is absorbed (Timer I = T4 then ends the transaction);
+//! - a CANCEL is answered 200, and if no final response went out yet the
+//!   INVITE gets 487 and the application's later `respond` is ignored;
+//! - OPTIONS gets 200; a BYE (we never establish a dialog) 481; other
+//!   methods 405. Non-INVITE answers are cached for Timer J (64*T1) so a
+//!   retransmission gets the same bytes.
+//!
+//! Responses go where RFC 3261 s18.2.2 and RFC 3581 say (the Via
+//! `received`/`rport` address, see [`Via::response_target`]).
+//!
+//! Not for: deciding which calls to accept (the application does, from the
+//! [`Event::Invite`]), client transactions (see [`super::register`] and
+//! [`super::ping`], whose responses come out as [`Event::Response`]), or
+//! answering a call: this endpoint can only reject.
+
+use super::message::{build_response, tag_of, Message, Method, ParseError, Via, BRANCH_COOKIE};
+use super::rng::SplitMix64;
+use super::{Instant, T1, T2, T4};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Most INVITE transactions alive at once. At 64*T1 (32 s) of life each
+/// without an ACK this allows ~2000 unacknowledged calls a second; beyond
+/// it new INVITEs get a stateless 503.
+pub const INVITE_TRANSACTIONS_MAX: usize = 65_536;
+/// Most cached non-INVITE answers (for retransmissions).
+pub const NON_INVITE_CACHE_MAX: usize = 65_536;
+/// Datagrams queued for sending before the oldest are dropped (UDP may
+/// drop them anyway; retransmission timers repair it).
+pub const TRANSMIT_QUEUE_MAX: usize = 65_536;
+/// Timer H and Timer J: 64*T1.
+pub const TIMER_H: Duration = Duration::from_millis(64 * 500);
+/// How long the application may take to decide on an INVITE before the
+/// endpoint answers 500 itself, so no transaction waits forever.
+pub const DECISION_TIMEOUT: Duration = Duration::from_millis(64 * 500);
+
+/// A transaction's id, stable for its life; never reused.
+pub type TxId = u64;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transmit {
+    pub to: SocketAddr,
+    pub bytes: Vec<u8>,
+}
+
+#[derive(Debug)]
+pub enum Event {
+    /// A new INVITE, `100 Trying` already queued. Answer it with
+    /// [`Endpoint::respond`].
+    Invite {
+        id: TxId,
+        src: SocketAddr,
+        message: Box<Message>,
+    },
+    /// The caller cancelled before a final response; 487 went out.
+    Cancelled { id: TxId },
+    /// A response (to one of our REGISTERs or OPTIONS).
+    Response {
+        src: SocketAddr,
+        message: Box<Message>,
+    },
+}
+
+/// Why a datagram produced nothing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Dropped {
+    /// CRLF keep-alive: ignored by design.
+    KeepAlive,
+    Malformed(ParseError),
+    /// A request whose top Via is unreadable: there is nowhere to answer.
+    BadVia,
+    /// Absorbed by a transaction (a retransmission, an ACK): not an error.
+    Absorbed,
+    /// Answered without involving the application (OPTIONS, CANCEL...).
+    Answered,
+    /// Too many live transactions: answered 503 statelessly.
+    Overloaded,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Key {
+    branch: String,
+    sent_by: String,
+}
+
+#[derive(Debug)]
+enum State {
+    /// Waiting for the application; `trying` is re-sent on retransmission.
+    Proceeding { request: Box<Message>, trying: Vec<u8> },
+    /// Final sent; waiting for the ACK.
+    Completed {
+        response: Vec<u8>,
+        interval: Duration,
+        give_up: Instant,
+    },
+    /// ACK received; absorbing retransmissions until Timer I.
+    Confirmed,
+}
+
+#[derive(Debug)]
+struct InviteTx {
+    key: Key,
+    target: SocketAddr,
+    vias: Vec<String>,
+    to_tag: String,
+    state: State,
+    /// The one pending timer of this transaction.
+    deadline: Instant,
+}
+
+pub struct Endpoint {
+    next_id: TxId,
+    by_key: HashMap<Key, TxId>,
+    invites: HashMap<TxId, InviteTx>,
+    timers: BinaryHeap<Reverse<(Instant, TxId)>>,
+    /// Non-INVITE answers by (key, method), expiring in insertion order.
+    answered: HashMap<(Key, String), Transmit>,
+    answered_order: VecDeque<(Instant, (Key, String))>,
+    transmits: VecDeque<Transmit>,
+    rng: SplitMix64,
+}
+
+impl Endpoint {
+    pub fn new(seed: u64) -> Endpoint {
+        Endpoint {
+            next_id: 1,
+            by_key: HashMap::new(),
+            invites: HashMap::new(),
+            timers: BinaryHeap::new(),
+            answered: HashMap::new(),
+            answered_order: VecDeque::new(),
+            transmits: VecDeque::new(),
+            rng: SplitMix64::new(seed),
+        }
+    }
+
+    /// Live INVITE transactions (for metrics and tests).
+    pub fn invite_transactions(&self) -> usize {
+        self.invites.len()
+    }
+
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.transmits.pop_front()
+    }
+
+    /// The next moment [`Endpoint::handle_timeout`] has work, if any.
+    pub fn poll_timeout(&mut self) -> Option<Instant> {
+        // Drop superseded timers from the top so the answer is exact.
+        while let Some(Reverse((at, id))) = self.timers.peek().copied() {
+            if self.invites.get(&id).is_some_and(|tx| tx.deadline == at) {
+                break;
+            }
+            self.timers.pop();
+        }
+        let invite = self.timers.peek().map(|Reverse((at, _))| *at);
+        let cache = self.answered_order.front().map(|(at, _)| *at);
+        match (invite, cache) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    pub fn handle_datagram(
+        &mut self,
+        now: Instant,
+        src: SocketAddr,
+        bytes: &[u8],
+    ) -> Result<Event, Dropped> {
+        if super::message::is_keepalive(bytes) {
+            return Err(Dropped::KeepAlive);
+        }
+        let message = Message::parse(bytes).map_err(Dropped::Malformed)?;
+        let Some(method) = message.method().cloned() else {
+            return Ok(Event::Response {
+                src,
+                message: Box::new(message),
+            });
+        };
+        let via = message.top_via().ok_or(Dropped::BadVia)?;
+        let key = key_of(&message, &via);
+        match method {
+            Method::Invite => self.on_invite(now, src, message, via, key),
+            Method::Ack => {
+                self.on_ack(now, &key);
+                Err(Dropped::Absorbed)
+            }
+            Method::Cancel => self.on_cancel(now, src, &message, &via, key),
+            _ => {
+                self.on_other(now, src, &message, &via, key, &method);
+                Err(Dropped::Answered)
+            }
+        }
+    }
+
+    fn on_invite(
+        &mut self,
+        now: Instant,
+        src: SocketAddr,
+        message: Message,
+        via: Via,
+        key: Key,
+    ) -> Result<Event, Dropped> {
+        if let Some(id) = self.by_key.get(&key) {
+            // A retransmission: repeat our latest response, never the event.
+            if let Some(tx) = self.invites.get(id) {
+                let bytes = match &tx.state {
+                    State::Proceeding { trying, .. } => Some(trying.clone()),
+                    State::Completed { response, .. } => Some(response.clone()),
+                    State::Confirmed => None,
+                };
+                if let Some(bytes) = bytes {
+                    let to = tx.target;
+                    self.send(to, bytes);
+                }
+            }
+            return Err(Dropped::Absorbed);
+        }
+        let vias = stamped_vias(&message, &via, src);
+        let target = via.response_target(src);
+        if self.invites.len() >= INVITE_TRANSACTIONS_MAX {
+            let bytes = build_response(&message, &vias, 503, Some(&self.rng.hex()), &[("Retry-After", "5")]);
+            self.send(target, bytes);
+            return Err(Dropped::Overloaded);
+        }
+        let to_tag = self.rng.hex();
+        let trying = build_response(&message, &vias, 100, None, &[]);
+        self.send(target, trying.clone());
+        let id = self.next_id;
+        self.next_id += 1;
+        let message = Box::new(message);
+        let deadline = now.plus(DECISION_TIMEOUT);
+        self.invites.insert(
+            id,
+            InviteTx {
+                key: key.clone(),
+                target,
+                vias,
+                to_tag,
+                state: State::Proceeding {
+                    request: message.clone(),
+                    trying,
+                },
+                deadline,
+            },
+        );
+        self.by_key.insert(key, id);
+        self.timers.push(Reverse((deadline, id)));
+        Ok(Event::Invite { id, src, message })
+    }
+
+    /// Sends the final response `code` (300..=699) for INVITE `id`. Returns
+    /// false, doing nothing, when the transaction is gone or already has a
+    /// final response (e.g. it was cancelled meanwhile).
+    pub fn respond(&mut self, now: Instant, id: TxId, code: u16) -> bool {
+        let code = if (300..=699).contains(&code) { code } else { 500 };
+        self.finalize(now, id, code)
+    }
+
+    fn finalize(&mut self, now: Instant, id: TxId, code: u16) -> bool {
+        let Some(tx) = self.invites.get_mut(&id) else {
+            return false;
+        };
+        let State::Proceeding { request, .. } = &tx.state else {
+            return false;
+        };
+        let response = build_response(request, &tx.vias, code, Some(&tx.to_tag), &[]);
+        tx.state = State::Completed {
+            response: response.clone(),
+            interval: T1,
+            give_up: now.plus(TIMER_H),
+        };
+        tx.deadline = now.plus(T1);
+        let (to, deadline) = (tx.target, tx.deadline);
+        self.timers.push(Reverse((deadline, id)));
+        self.send(to, response);
+        true
+    }
+
+    fn on_ack(&mut self, now: Instant, key: &Key) {
+        let Some(id) = self.by_key.get(key).copied() else {
+            return;
+        };
+        if let Some(tx) = self.invites.get_mut(&id) {
+            if matches!(tx.state, State::Completed { .. }) {
+                tx.state = State::Confirmed;
+                tx.deadline = now.plus(T4);
+                self.timers.push(Reverse((tx.deadline, id)));
+            }
+        }
+    }
+
+    fn on_cancel(
+        &mut self,
+        now: Instant,
+        src: SocketAddr,
+        message: &Message,
+        via: &Via,
+        key: Key,
+    ) -> Result<Event, Dropped> {
+        let cache_key = (key.clone(), "CANCEL".to_owned());
+        if let Some(t) = self.answered.get(&cache_key).cloned() {
+            self.send(t.to, t.bytes);
+            return Err(Dropped::Absorbed);
+        }
+        let invite = self.by_key.get(&key).copied();
+        let code = if invite.is_some() { 200 } else { 481 };
+        let vias = stamped_vias(message, via, src);
+        let to_tag = invite
+            .and_then(|id| self.invites.get(&id))
+            .map(|tx| tx.to_tag.clone())
+            .unwrap_or_else(|| self.rng.hex());
+        let bytes = build_response(message, &vias, code, Some(&to_tag), &[]);
+        let target = via.response_target(src);
+        self.remember(now, cache_key, Transmit { to: target, bytes: bytes.clone() });
+        self.send(target, bytes);
+        match invite {
+            Some(id) if self.finalize(now, id, 487) => Ok(Event::Cancelled { id }),
+            _ => Err(Dropped::Answered),
+        }
+    }
+
+    fn on_other(
+        &mut self,
+        now: Instant,
+        src: SocketAddr,
+        message: &Message,
+        via: &Via,
+        key: Key,
+        method: &Method,
+    ) {
+        let cache_key = (key, method.as_str().to_owned());
+        if let Some(t) = self.answered.get(&cache_key).cloned() {
+            self.send(t.to, t.bytes);
+            return;
+        }
+        let code = match method {
+            Method::Options => 200,
+            Method::Bye => 481,
+            _ => 405,
+        };
+        let vias = stamped_vias(message, via, src);
+        let tag = match message.header("To").and_then(tag_of) {
+            Some(_) => None,
+            None => Some(self.rng.hex()),
+        };
+        let bytes = build_response(
+            message,
+            &vias,
+            code,
+            tag.as_deref(),
+            &[("Allow", "INVITE, ACK, CANCEL, OPTIONS")],
+        );
+        let target = via.response_target(src);
+        self.remember(now, cache_key, Transmit { to: target, bytes: bytes.clone() });
+        self.send(target, bytes);
+    }
+
+    fn remember(&mut self, now: Instant, key: (Key, String), t: Transmit) {
+        if self.answered.len() >= NON_INVITE_CACHE_MAX {
+            // Full: forget the oldest early rather than grow.
+            if let Some((_, old)) = self.answered_order.pop_front() {
+                self.answered.remove(&old);
+            }
+        }
+        self.answered_order.push_back((now.plus(TIMER_H), key.clone()));
+        self.answered.insert(key, t);
+    }
+
+    pub fn handle_timeout(&mut self, now: Instant) {
+        while let Some((at, _)) = self.answered_order.front() {
+            if *at > now {
+                break;
+            }
+            if let Some((_, key)) = self.answered_order.pop_front() {
+                self.answered.remove(&key);
+            }
+        }
+        while let Some(Reverse((at, id))) = self.timers.peek().copied() {
+            if at > now {
+                break;
+            }
+            self.timers.pop();
+            let Some(tx) = self.invites.get_mut(&id) else {
+                continue;
+            };
+            if tx.deadline != at {
+                continue; // Superseded by a later timer of the same tx.
+            }
+            match &mut tx.state {
+                State::Proceeding { .. } => {
+                    // The application never decided: fail safe.
+                    self.finalize(now, id, 500);
+                }
+                State::Completed {
+                    response,
+                    interval,
+                    give_up,
+                } => {
+                    if now >= *give_up {
+                        self.remove(id); // Timer H: the ACK never came.
+                        continue;
+                    }
+                    let bytes = response.clone();
+                    *interval = (*interval * 2).min(T2);
+                    tx.deadline = now.plus(*interval).min(*give_up);
+                    let (to, deadline) = (tx.target, tx.deadline);
+                    self.timers.push(Reverse((deadline, id)));
+                    self.send(to, bytes);
+                }
+                State::Confirmed => self.remove(id), // Timer I.
+            }
+        }
+    }
+
+    fn remove(&mut self, id: TxId) {
+        if let Some(tx) = self.invites.remove(&id) {
+            self.by_key.remove(&tx.key);
+        }
+    }
+
+    fn send(&mut self, to: SocketAddr, bytes: Vec<u8>) {
+        if self.transmits.len() >= TRANSMIT_QUEUE_MAX {
+            self.transmits.pop_front();
+        }
+        self.transmits.push_back(Transmit { to, bytes });
+    }
+}
+
+/// The transaction key of RFC 3261 s17.2.3: the branch and sent-by of the
+/// top Via; for pre-3261 clients (no magic cookie), Call-ID, CSeq number,
+/// From tag and the whole top Via instead.
+fn key_of(message: &Message, via: &Via) -> Key {
+    match via.branch() {
+        Some(b) if b.starts_with(BRANCH_COOKIE) => Key {
+            branch: b.to_owned(),
+            sent_by: via.sent_by(),
+        },
+        _ => Key {
+            branch: format!(
+                "2543|{}|{}|{}",
+                message.call_id(),
+                message.cseq.0,
+                message.header("From").and_then(tag_of).unwrap_or_default()
+            ),
+            sent_by: via.sent_by(),
+        },
+    }
+}
+
+/// Every Via of `message`, the top one stamped with `received`/`rport`.
+fn stamped_vias(message: &Message, top: &Via, src: SocketAddr) -> Vec<String> {
+    let mut vias: Vec<String> = message.headers_named("Via").map(str::to_owned).collect();
+    if let Some(first) = vias.first_mut() {
+        *first = top.stamped(src);
+    }
+    vias
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SRC: &str = "192.0.2.10:5070";
+
+    fn src() -> SocketAddr {
+        SRC.parse().unwrap()
+    }
+
+    fn request(method: &str, branch: &str) -> Vec<u8> {
+        format!(
+            "{method} sip:+74950000001@127.0.0.1 SIP/2.0\r\n\
+             Via: SIP/2.0/UDP 192.0.2.10:5070;branch={branch};rport\r\n\
+             From: <sip:89123456789@192.0.2.10>;tag=f\r\n\
+             To: <sip:+74950000001@127.0.0.1>\r\n\
+             Call-ID: call-1\r\nCSeq: 1 {method}\r\nMax-Forwards: 70\r\n\
+             Content-Length: 0\r\n\r\n"
+        )
+        .into_bytes()
+    }
+
+    fn drain(ep: &mut Endpoint) -> Vec<(SocketAddr, Message)> {
+        std::iter::from_fn(|| ep.poll_transmit())
+            .map(|t| (t.to, Message::parse(&t.bytes).unwrap()))
+            .collect()
+    }
+
+    fn codes(ep: &mut Endpoint) -> Vec<(u16, Method)> {
+        drain(ep)
+            .into_iter()
+            .map(|(_, m)| (m.status().unwrap(), m.cseq.1))
+            .collect()
+    }
+
+    fn invite(ep: &mut Endpoint, now: Instant) -> TxId {
+        match ep.handle_datagram(now, src(), &request("INVITE", "z9hG4bKa")) {
+            Ok(Event::Invite { id, .. }) => id,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn invite_gets_trying_then_the_final_which_repeats_on_timer_g_until_ack() {
+        let mut ep = Endpoint::new(1);
+        let t0 = Instant(1_000);
+        let id = invite(&mut ep, t0);
+        let sent = drain(&mut ep);
+        assert_eq!(sent.len(), 1);
+        assert_eq!(sent[0].0, src());
+        assert_eq!(sent[0].1.status(), Some(100));
+        assert!(sent[0].1.header("Via").unwrap().contains("rport=5070"));
+
+        assert!(ep.respond(t0.plus(Duration::from_millis(3)), id, 603));
+        let sent = drain(&mut ep);
+        assert_eq!(sent[0].1.status(), Some(603));
+        let to_tag = tag_of(sent[0].1.header("To").unwrap()).unwrap();
+        assert!(!ep.respond(t0, id, 486), "a second final is refused");
+
+        // Timer G: 500 ms, 1 s, 2 s, 4 s, 4 s... (relative to each send).
+        let mut now = t0.plus(Duration::from_millis(3));
+        let mut gaps = Vec::new();
+        for _ in 0..5 {
+            let next = ep.poll_timeout().unwrap();
+            gaps.push(next.since(now).as_millis());
+            now = next;
+            ep.handle_timeout(now);
+            let again = drain(&mut ep);
+            assert_eq!(again.len(), 1);
+            assert_eq!(again[0].1.status(), Some(603));
+            assert_eq!(tag_of(again[0].1.header("To").unwrap()).unwrap(), to_tag);
+        }
+        assert_eq!(gaps, vec![500, 1000, 2000, 4000, 4000]);
+
+        // The ACK stops retransmission; Timer I then ends the transaction.
+        assert_eq!(
+            ep.handle_datagram(now, src(), &request("ACK", "z9hG4bKa")).unwrap_err(),
+            Dropped::Absorbed
+        );
+        let later = ep.poll_timeout().unwrap();
+        assert_eq!(later.since(now), T4);
+        ep.handle_timeout(later);
+        assert!(drain(&mut ep).is_empty());
+        assert_eq!(ep.invite_transactions(), 0);
+        assert_eq!(ep.poll_timeout(), None);
+    }
+
+    #[test]
+    fn timer_h_ends_an_unacknowledged_transaction() {
+        let mut ep = Endpoint::new(1);
+        let t0 = Instant(0);
+        let id = invite(&mut ep, t0);
+        ep.respond(t0, id, 603);
+        assert_eq!(drain(&mut ep).len(), 2, "100 and the first 603");
+        let mut now = t0;
+        let mut sends = 0;
+        while let Some(next) = ep.poll_timeout() {
+            now = next;
+            ep.handle_timeout(now);
+            sends += drain(&mut ep).len();
+        }
+        assert_eq!(now.since(t0), TIMER_H);
+        assert_eq!(ep.invite_transactions(), 0);
+        // 0.5+1+2+4*7 = 31.5 s of retransmissions before 32 s.
+        assert_eq!(sends, 10);
+    }
+
+    #[test]
+    fn retransmitted_invites_get_the_latest_response_and_no_second_event() {
+        let mut ep = Endpoint::new(1);
+        let t0 = Instant(0);
+        let id = invite(&mut ep, t0);
+        drain(&mut ep);
+        let again = ep.handle_datagram(t0, src(), &request("INVITE", "z9hG4bKa"));
+        assert_eq!(again.unwrap_err(), Dropped::Absorbed);
+        assert_eq!(codes(&mut ep), vec![(100, Method::Invite)]);
+        ep.respond(t0, id, 486);
+        drain(&mut ep);
+        let again = ep.handle_datagram(t0, src(), &request("INVITE", "z9hG4bKa"));
+        assert_eq!(again.unwrap_err(), Dropped::Absorbed);
+        assert_eq!(codes(&mut ep), vec![(486, Method::Invite)]);
+        // After the ACK, retransmissions are absorbed silently.
+        let _ = ep.handle_datagram(t0, src(), &request("ACK", "z9hG4bKa"));
+        let _ = ep.handle_datagram(t0, src(), &request("INVITE", "z9hG4bKa"));
+        assert!(drain(&mut ep).is_empty());
+        // Another branch is another call.
+        assert!(matches!(
+            ep.handle_datagram(t0, src(), &request("INVITE", "z9hG4bKb")),
+            Ok(Event::Invite { .. })
+        ));
+    }
+
+    #[test]
+    fn cancel_before_the_final_gets_200_and_487() {
+        let mut ep = Endpoint::new(1);
+        let t0 = Instant(0);
+        let id = invite(&mut ep, t0);
+        drain(&mut ep);
+        match ep.handle_datagram(t0, src(), &request("CANCEL", "z9hG4bKa")) {
+            Ok(Event::Cancelled { id: c }) => assert_eq!(c, id),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            codes(&mut ep),
+            vec![(200, Method::Cancel), (487, Method::Invite)]
+        );
+        assert!(!ep.respond(t0, id, 603), "the 487 was the final");
+        // A retransmitted CANCEL gets the same 200 only.
+        let _ = ep.handle_datagram(t0, src(), &request("CANCEL", "z9hG4bKa"));
+        assert_eq!(codes(&mut ep), vec![(200, Method::Cancel)]);
+    }
+
+    #[test]
+    fn cancel_after_the_final_gets_200_only_and_unknown_cancel_481() {
+        let mut ep = Endpoint::new(1);
+        let t0 = Instant(0);
+        let id = invite(&mut ep, t0);
+        ep.respond(t0, id, 603);
+        drain(&mut ep);
+        assert_eq!(
+            ep.handle_datagram(t0, src(), &request("CANCEL", "z9hG4bKa")).unwrap_err(),
+            Dropped::Answered
+        );
+        assert_eq!(codes(&mut ep), vec![(200, Method::Cancel)]);
+        let _ = ep.handle_datagram(t0, src(), &request("CANCEL", "z9hG4bKzzz"));
+        assert_eq!(codes(&mut ep), vec![(481, Method::Cancel)]);
+    }
+
+    #[test]
+    fn options_bye_and_others() {
+        let mut ep = Endpoint::new(1);
+        let t0 = Instant(0);
+        let _ = ep.handle_datagram(t0, src(), &request("OPTIONS", "z9hG4bKo"));
+        let _ = ep.handle_datagram(t0, src(), &request("BYE", "z9hG4bKy"));
+        let _ = ep.handle_datagram(t0, src(), &request("REGISTER", "z9hG4bKr"));
+        assert_eq!(
+            codes(&mut ep),
+            vec![
+                (200, Method::Options),
+                (481, Method::Bye),
+                (405, Method::Register)
+            ]
+        );
+        // The cache answers a retransmission, then expires on Timer J.
+        let _ = ep.handle_datagram(t0, src(), &request("OPTIONS", "z9hG4bKo"));
+        assert_eq!(codes(&mut ep), vec![(200, Method::Options)]);
+        ep.handle_timeout(t0.plus(TIMER_H));
+        assert_eq!(ep.poll_timeout(), None);
+    }
+
+    #[test]
+    fn an_undecided_invite_is_failed_safe_with_500() {
+        let mut ep = Endpoint::new(1);
+        let _ = invite(&mut ep, Instant(0));
+        drain(&mut ep);
+        ep.handle_timeout(Instant(0).plus(DECISION_TIMEOUT));
+        assert_eq!(codes(&mut ep), vec![(500, Method::Invite)]);
+    }
+
+    #[test]
+    fn responses_and_garbage() {
+        let mut ep = Endpoint::new(1);
+        let resp = b"SIP/2.0 200 OK\r\nVia: SIP/2.0/UDP a;branch=z9hG4bK1\r\nFrom: <sip:a@b>;tag=1\r\n\
+                     To: <sip:a@b>;tag=2\r\nCall-ID: r\r\nCSeq: 1 REGISTER\r\n\r\n";
+        assert!(matches!(
+            ep.handle_datagram(Instant(0), src(), resp),
+            Ok(Event::Response { .. })
+        ));
+        assert!(matches!(
+            ep.handle_datagram(Instant(0), src(), b"hello"),
+            Err(Dropped::Malformed(_))
+        ));
+        assert_eq!(
+            ep.handle_datagram(Instant(0), src(), b"\r\n\r\n").unwrap_err(),
+            Dropped::KeepAlive
+        );
+        let bad_via = String::from_utf8(request("INVITE", "z9hG4bKa"))
+            .unwrap()
+            .replace("SIP/2.0/UDP 192.0.2.10:5070", "garbage");
+        assert_eq!(
+            ep.handle_datagram(Instant(0), src(), bad_via.as_bytes()).unwrap_err(),
+            Dropped::BadVia
+        );
+        assert!(drain(&mut ep).is_empty());
+    }
+
+    #[test]
+    fn rfc2543_clients_are_matched_without_a_cookie() {
+        let mut ep = Endpoint::new(1);
+        let old = |m: &str| {
+            String::from_utf8(request(m, "old1"))
+                .unwrap()
+                .into_bytes()
+        };
+        let Ok(Event::Invite { id, .. }) = ep.handle_datagram(Instant(0), src(), &old("INVITE"))
+        else {
+            panic!()
+        };
+        drain(&mut ep);
+        assert!(matches!(
+            ep.handle_datagram(Instant(0), src(), &old("CANCEL")),
+            Ok(Event::Cancelled { id: c }) if c == id
+        ));
+    }
+}

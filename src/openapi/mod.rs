@@ -1,0 +1,378 @@
+//! The OpenAPI 3.0 document at `/api/schema/` and the body types it
+//! describes.
+//!
+//! The response bodies here are the very types the handlers serialise
+//! ([`Verification`], [`NoNumberAvailable`], [`ErrorDetail`]), so a field
+//! added to a response shows up in the schema by construction. The request
+//! body is validated by hand in the engine (to answer exactly as DRF does),
+//! so [`CreateVerificationRequest`] exists only to be described; a unit test
+//! pins each of its constraints to the engine's named limits, so the two
+//! cannot drift apart silently.
+//!
+//! Not for: serving the explorer (see [`docs`]).
+
+pub mod docs;
+
+use serde::Serialize;
+use std::sync::OnceLock;
+use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
+use utoipa::{Modify, OpenApi, ToSchema};
+
+/// A verification, as create, read and cancel return it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Verification {
+    /// `ver_` followed by a 26-character ULID.
+    #[schema(
+        pattern = r"^ver_[0-9A-Za-z]{26}$",
+        example = "ver_01JD8X5Q2M3N4P5R6S7T8V9W0X"
+    )]
+    pub verification_id: String,
+    /// The subscriber phone from the request, in E.164.
+    #[schema(example = "+79123456789")]
+    pub phone: String,
+    /// The number the user must call, in E.164.
+    #[schema(example = "+74950000001")]
+    pub dial_number: String,
+    /// Echo of the request; empty string by default.
+    pub client_ref: String,
+    /// Echo of the request; empty string by default.
+    pub info: String,
+    /// `pending` on creation; `completed`, `expired` and `failed` are terminal.
+    #[schema(value_type = String, pattern = "^(pending|completed|expired|failed)$", example = "pending")]
+    pub status: &'static str,
+    /// The effective TTL: the requested value clamped into 30..600 (default 60).
+    #[schema(minimum = 30, maximum = 600, example = 60)]
+    pub ttl_seconds: u32,
+    /// Creation moment, UTC.
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    /// `created_at + ttl_seconds`; after it the number is released.
+    #[schema(format = DateTime)]
+    pub expires_at: String,
+    /// The moment of the call; set only when `status` is `completed`.
+    #[schema(format = DateTime)]
+    pub completed_at: Option<String>,
+    /// The Caller-ID recorded at the call; empty unless `completed`.
+    pub caller_id_received: String,
+}
+
+/// The body of a create request. (`Deserialize` is derived only so that
+/// `serde(default)` can mark the optional fields for the schema.)
+#[derive(serde::Deserialize, ToSchema)]
+#[allow(dead_code)] // Described, never constructed: the engine parses bodies.
+pub struct CreateVerificationRequest {
+    /// Subscriber phone in E.164: `+`, country code, 8 to 15 digits in all.
+    /// `+7` numbers get a domestic dial number, all others an international one.
+    #[schema(
+        max_length = 32,
+        pattern = r"^\+[0-9]{8,15}$",
+        example = "+79123456789"
+    )]
+    phone: String,
+    /// Where the result is POSTed. Must resolve to a public address.
+    #[schema(
+        max_length = 500,
+        format = "uri",
+        example = "https://93.184.216.34/hooks/dialproof"
+    )]
+    webhook_url: String,
+    /// Your reference, returned in the webhook.
+    #[serde(default)]
+    #[schema(max_length = 120, default = "")]
+    client_ref: String,
+    /// Free descriptive text, returned in responses and the webhook.
+    #[serde(default)]
+    #[schema(max_length = 500, default = "")]
+    info: String,
+    /// Accepted 1..3600; the effective value is clamped into 30..600.
+    #[serde(default)]
+    #[schema(minimum = 1, maximum = 3600, default = 60)]
+    ttl_seconds: i64,
+}
+
+/// The 503 body when no dial number is free for the phone's pool.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct NoNumberAvailable {
+    /// Always `no_dial_number_available`.
+    #[schema(value_type = String, pattern = "^no_dial_number_available$")]
+    pub error: &'static str,
+    /// Human-readable; may change; not to be parsed.
+    #[schema(value_type = String)]
+    pub message: &'static str,
+    /// Seconds to wait; duplicates the `Retry-After` header. Currently 60.
+    pub retry_after: u64,
+}
+
+/// `{detail}`: the body of 401, 403, 404, 405, 429, 500 and of a 400 for
+/// malformed JSON.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// A human-readable explanation.
+    pub detail: String,
+}
+
+/// A 400 for invalid fields: each invalid field maps to its messages.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"phone": ["Введите корректный номер телефона."]}))]
+#[allow(dead_code)] // Described, never constructed: FieldErrors renders it.
+pub struct FieldErrors(std::collections::HashMap<String, Vec<String>>);
+
+/// A 400 body: field errors, or `{detail}` for a body that is not JSON.
+/// (`Serialize` is derived only so that `serde(untagged)` gives a plain
+/// `oneOf` of the two shapes.)
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)] // Described only.
+pub enum BadRequest {
+    Fields(FieldErrors),
+    Detail(ErrorDetail),
+}
+
+/// The id path parameter.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)] // Described only.
+struct VerificationPath {
+    /// A verification id, `ver_` followed by 26 alphanumerics.
+    id: String,
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Dialproof",
+        description = "Phone-ownership verification by inbound call. Create a verification, \
+                       let the user call its `dial_number`, receive the Caller-ID by webhook \
+                       or by polling.",
+        version = "1"
+    ),
+    paths(create, read, cancel),
+    components(schemas(
+        Verification,
+        CreateVerificationRequest,
+        NoNumberAvailable,
+        ErrorDetail,
+        FieldErrors,
+        BadRequest
+    )),
+    modifiers(&BearerAuth),
+    security(("bearerAuth" = []))
+)]
+pub struct ApiDoc;
+
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        let mut http = Http::new(HttpAuthScheme::Bearer);
+        http.description = Some("`svc_live_<prefix>_<secret>`".to_owned());
+        components.add_security_scheme("bearerAuth", SecurityScheme::Http(http));
+    }
+}
+
+/// Create a verification and lease a dial number.
+///
+/// Not idempotent: repeating an identical request creates another
+/// verification and takes another number.
+#[utoipa::path(
+    post,
+    path = "/api/v1/verifications/",
+    operation_id = "create_verification",
+    request_body(content = CreateVerificationRequest, content_type = "application/json"),
+    responses(
+        (status = 201, description = "Created", body = Verification,
+            headers(("Location" = String, description = "/api/v1/verifications/<verification_id>/"))),
+        (status = 400, description = "Invalid fields (`{field: [messages]}`) or malformed JSON \
+            (`{detail}`)", body = BadRequest),
+        (status = 401, description = "No, malformed, unknown or revoked key", body = ErrorDetail,
+            headers(("WWW-Authenticate" = String, description = "Bearer"))),
+        (status = 403, description = "Authenticated, but not with an API key", body = ErrorDetail),
+        (status = 405, description = "Method not allowed", body = ErrorDetail,
+            headers(("Allow" = String))),
+        (status = 429, description = "Over the key's requests per minute", body = ErrorDetail,
+            headers(("Retry-After" = i64, description = "Seconds to wait"))),
+        (status = 500, description = "Service fault", body = ErrorDetail),
+        (status = 503, description = "No dial number available for the phone's pool",
+            body = NoNumberAvailable,
+            headers(("Retry-After" = i64, description = "Always 60"))),
+    )
+)]
+#[allow(dead_code)] // Documentation anchor for the create handler.
+fn create() {}
+
+/// Read a verification of the key's company.
+#[utoipa::path(
+    get,
+    path = "/api/v1/verifications/{id}/",
+    operation_id = "read_verification",
+    params(VerificationPath),
+    responses(
+        (status = 200, description = "The verification", body = Verification),
+        (status = 401, description = "No, malformed, unknown or revoked key", body = ErrorDetail,
+            headers(("WWW-Authenticate" = String, description = "Bearer"))),
+        (status = 403, description = "Authenticated, but not with an API key", body = ErrorDetail),
+        (status = 404, description = "Unknown, or of another company", body = ErrorDetail),
+        (status = 405, description = "Method not allowed", body = ErrorDetail,
+            headers(("Allow" = String))),
+        (status = 429, description = "Over the key's requests per minute", body = ErrorDetail,
+            headers(("Retry-After" = i64, description = "Seconds to wait"))),
+        (status = 500, description = "Service fault", body = ErrorDetail),
+    )
+)]
+#[allow(dead_code)] // Documentation anchor for the read handler.
+fn read() {}
+
+/// Cancel a verification: release its number at once and set `expired`.
+///
+/// Idempotent. A call that arrived first keeps `completed`: check `status`
+/// in the response. No webhook is sent.
+#[utoipa::path(
+    post,
+    path = "/api/v1/verifications/{id}/cancel/",
+    operation_id = "cancel_verification",
+    params(VerificationPath),
+    responses(
+        (status = 200, description = "The verification after the cancel", body = Verification),
+        (status = 401, description = "No, malformed, unknown or revoked key", body = ErrorDetail,
+            headers(("WWW-Authenticate" = String, description = "Bearer"))),
+        (status = 403, description = "Authenticated, but not with an API key", body = ErrorDetail),
+        (status = 404, description = "Unknown, or of another company", body = ErrorDetail),
+        (status = 405, description = "Method not allowed", body = ErrorDetail,
+            headers(("Allow" = String))),
+        (status = 429, description = "Over the key's requests per minute", body = ErrorDetail,
+            headers(("Retry-After" = i64, description = "Seconds to wait"))),
+        (status = 500, description = "Service fault", body = ErrorDetail),
+    )
+)]
+#[allow(dead_code)] // Documentation anchor for the cancel handler.
+fn cancel() {}
+
+/// The document as served, built once.
+pub fn schema_json() -> &'static str {
+    static JSON: OnceLock<String> = OnceLock::new();
+    JSON.get_or_init(|| {
+        // The derive produces a well-formed document; serialising it cannot
+        // fail (every map key is a string).
+        let mut doc = serde_json::to_value(ApiDoc::openapi()).unwrap_or_default();
+        add_links(&mut doc);
+        serde_json::to_string_pretty(&doc).unwrap_or_default()
+    })
+}
+
+/// OpenAPI links from the 201 of create to read and cancel (utoipa 4 has no
+/// way to declare them): generated clients and tools such as schemathesis
+/// learn that `verification_id` from a create is the `{id}` of the others.
+fn add_links(doc: &mut serde_json::Value) {
+    let link = |operation: &str| {
+        serde_json::json!({
+            "operationId": operation,
+            "parameters": { "id": "$response.body#/verification_id" },
+        })
+    };
+    let created = &mut doc["paths"]["/api/v1/verifications/"]["post"]["responses"]["201"];
+    if created.is_object() {
+        created["links"] = serde_json::json!({
+            "ReadVerification": link("read_verification"),
+            "CancelVerification": link("cancel_verification"),
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dialproof_engine::validate as v;
+    use serde_json::Value;
+
+    fn doc() -> Value {
+        serde_json::from_str(schema_json()).expect("schema is JSON")
+    }
+
+    #[test]
+    fn is_openapi_3_0_with_bearer_security() {
+        let d = doc();
+        assert!(d["openapi"].as_str().unwrap().starts_with("3.0."));
+        assert_eq!(
+            d["components"]["securitySchemes"]["bearerAuth"],
+            serde_json::json!({"type": "http", "scheme": "bearer",
+                "description": "`svc_live_<prefix>_<secret>`"})
+        );
+    }
+
+    /// The request schema's limits are the engine's limits.
+    #[test]
+    fn request_constraints_match_the_engine() {
+        let d = doc();
+        let p = &d["components"]["schemas"]["CreateVerificationRequest"]["properties"];
+        assert_eq!(p["phone"]["maxLength"], v::PHONE_CHARS_MAX);
+        assert_eq!(p["webhook_url"]["maxLength"], v::WEBHOOK_URL_CHARS_MAX);
+        assert_eq!(p["client_ref"]["maxLength"], v::CLIENT_REF_CHARS_MAX);
+        assert_eq!(p["info"]["maxLength"], v::INFO_CHARS_MAX);
+        assert_eq!(p["ttl_seconds"]["minimum"], v::TTL_SECONDS_REQUEST_MIN);
+        assert_eq!(p["ttl_seconds"]["maximum"], v::TTL_SECONDS_REQUEST_MAX);
+        assert_eq!(
+            p["ttl_seconds"]["default"],
+            dialproof_engine::verification::TTL_SECONDS_DEFAULT
+        );
+        let pattern = format!(
+            r"^\+[0-9]{{{},{}}}$",
+            v::PHONE_DIGITS_MIN,
+            v::PHONE_DIGITS_MAX
+        );
+        assert_eq!(p["phone"]["pattern"], pattern.as_str());
+        let req = d["components"]["schemas"]["CreateVerificationRequest"]["required"].clone();
+        assert_eq!(req, serde_json::json!(["phone", "webhook_url"]));
+        let resp = &d["components"]["schemas"]["Verification"]["properties"]["ttl_seconds"];
+        assert_eq!(
+            resp["minimum"],
+            dialproof_engine::verification::TTL_SECONDS_MIN
+        );
+        assert_eq!(
+            resp["maximum"],
+            dialproof_engine::verification::TTL_SECONDS_MAX
+        );
+    }
+
+    #[test]
+    fn create_links_to_read_and_cancel() {
+        let d = doc();
+        let links = &d["paths"]["/api/v1/verifications/"]["post"]["responses"]["201"]["links"];
+        assert_eq!(
+            links["ReadVerification"]["operationId"],
+            "read_verification"
+        );
+        assert_eq!(
+            links["CancelVerification"]["operationId"],
+            "cancel_verification"
+        );
+        let bad = &d["components"]["schemas"]["BadRequest"]["oneOf"];
+        assert_eq!(bad[0]["$ref"], "#/components/schemas/FieldErrors");
+        assert_eq!(bad[1]["$ref"], "#/components/schemas/ErrorDetail");
+    }
+
+    #[test]
+    fn every_operation_lists_the_spec_responses() {
+        let d = doc();
+        let codes = |path: &str, method: &str| -> Vec<String> {
+            d["paths"][path][method]["responses"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .cloned()
+                .collect()
+        };
+        assert_eq!(
+            codes("/api/v1/verifications/", "post"),
+            ["201", "400", "401", "403", "405", "429", "500", "503"]
+        );
+        assert_eq!(
+            codes("/api/v1/verifications/{id}/", "get"),
+            ["200", "401", "403", "404", "405", "429", "500"]
+        );
+        assert_eq!(
+            codes("/api/v1/verifications/{id}/cancel/", "post"),
+            ["200", "401", "403", "404", "405", "429", "500"]
+        );
+    }
+}

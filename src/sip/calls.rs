@@ -1,0 +1,137 @@
+//! From an INVITE to a decision: which line, which number, which caller,
+//! and the writer transition that completes the verification.
+//!
+//! The order of the checks is the order of trust:
+//! 1. the source address must be one of a line's provider addresses (anyone
+//!    on the internet can send an INVITE with any From): else 403;
+//! 2. the dialled number must be one of that line's numbers: else 404
+//!    (another line's number from this provider is 403: it is not theirs
+//!    to deliver);
+//! 3. the number must be leased now: else the line's reject code, logged
+//!    and counted, nothing changes;
+//! 4. the caller must be usable: else (withheld) the line's reject code,
+//!    logged, the verification stays pending for a call that shows its
+//!    number;
+//! 5. then `TransitionByNumber` with `Event::Call` at the moment the INVITE
+//!    arrived; after COMMIT the lease is released and the call rejected
+//!    with the line's code. It is never answered: no 200, no media, so the
+//!    caller pays nothing.
+//!
+//! Not for: SIP transactions (the engine's endpoint) or sockets (`driver`).
+
+use super::lines::LineInfo;
+use super::SipStats;
+use crate::app::App;
+use dialproof_engine::lease::Lease;
+use dialproof_engine::sip::identity::{caller, dialled_number, Caller};
+use dialproof_engine::sip::message::Message;
+use dialproof_engine::time::UnixMillis;
+use dialproof_engine::verification::Event;
+use dialproof_storage::WriteOp;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// What to do with an INVITE now.
+pub enum Verdict {
+    /// Send this final response at once.
+    Reject(u16),
+    /// A transition was queued; its reply will call the decision callback.
+    Pending,
+}
+
+/// Decides on an INVITE that arrived at `at` from `src`. When the verdict
+/// is [`Verdict::Pending`], `decide` is called exactly once later (on the
+/// writer thread) with the final response code.
+pub fn on_invite(
+    app: &Arc<App>,
+    src: SocketAddr,
+    msg: &Message,
+    at: UnixMillis,
+    decide: Box<dyn FnOnce(u16) + Send>,
+) -> Verdict {
+    let stats = &app.sip_stats;
+    SipStats::inc(&stats.invites);
+    let lines = app.sip_lines.lines();
+    let call_id = msg.call_id();
+    let trusted: Vec<&LineInfo> = lines.iter().filter(|l| l.trusts(src.ip())).collect();
+    if trusted.is_empty() {
+        SipStats::inc(&stats.rejected_untrusted_source);
+        tracing::warn!(%src, call_id, "INVITE from an address that is no line's provider; 403");
+        return Verdict::Reject(403);
+    }
+    // The number as each trusting line reads it (their regions may differ),
+    // and its live lease if any.
+    let mut found: Option<(&LineInfo, String, Option<Lease>)> = None;
+    let mut foreign = false;
+    app.leases.with_table(|table| {
+        for line in &trusted {
+            let Some(number) = dialled_number(msg, line.region) else {
+                continue;
+            };
+            if let Some(slot) = table.slot_of(&number) {
+                if table.line_of(slot) == line.id {
+                    found = Some((line, number, table.current(slot)));
+                    return;
+                }
+                foreign = true;
+            }
+        }
+    });
+    let Some((line, number, lease)) = found else {
+        let code = if foreign { 403 } else { 404 };
+        SipStats::inc(&stats.rejected_unknown_number);
+        tracing::warn!(%src, call_id, uri = msg.request_uri().unwrap_or(""), code,
+            "INVITE for a number that is not this provider's line's");
+        return Verdict::Reject(code);
+    };
+    let code = line.reject_code;
+    let Some(lease) = lease else {
+        SipStats::inc(&stats.rejected_no_lease);
+        tracing::warn!(%src, call_id, dial_number = %number, line = %line.name,
+            "call to a number with no active lease; rejected, nothing changed");
+        return Verdict::Reject(code);
+    };
+    let (caller_number, source) = match caller(msg, line.region, line.trust_asserted_identity) {
+        Caller::Number { e164, source } => (e164, source),
+        Caller::Withheld(why) => {
+            SipStats::inc(&stats.rejected_withheld);
+            tracing::warn!(%src, call_id, dial_number = %number, reason = why.as_str(),
+                "call with a withheld caller number; rejected, verification left pending");
+            return Verdict::Reject(code);
+        }
+    };
+    let app2 = app.clone();
+    let dial = number.clone();
+    let caller_for_log = caller_number.clone();
+    let line_name = line.name.clone();
+    let op = WriteOp::TransitionByNumber {
+        dial_number: number,
+        generation: Some(lease.generation),
+        event: Event::Call {
+            at,
+            caller: caller_number,
+        },
+        reply: Some(Box::new(move |result| {
+            match &result {
+                Ok(t) if t.changed => {
+                    SipStats::inc(&app2.sip_stats.completed);
+                    tracing::info!(dial_number = %dial, caller = %caller_for_log,
+                        source = source.as_str(), line = %line_name,
+                        verification_id = t.row.as_ref().map_or("", |r| r.id.as_str()),
+                        "call completed a verification");
+                }
+                Ok(_) => tracing::warn!(dial_number = %dial,
+                    "call found no pending verification for the lease (ended meanwhile)"),
+                Err(e) => tracing::error!(dial_number = %dial, error = %e,
+                    "call transition failed"),
+            }
+            app2.after_transition(result);
+            decide(code);
+        })),
+    };
+    if let Err(e) = app.store.submit(op) {
+        tracing::error!(error = %e, "call transition not queued");
+        return Verdict::Reject(500);
+    }
+    Verdict::Pending
+}

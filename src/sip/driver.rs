@@ -1,0 +1,515 @@
+//! The SIP socket and the coroutines that drive the engine's machines.
+//!
+//! One UDP socket (may's, so waiting on it parks a coroutine, not a worker
+//! thread). A receive coroutine reads datagrams and hands them to the
+//! driver coroutine over a may channel; writer replies (a call's commit)
+//! arrive on the same channel as decisions. The driver alone owns the
+//! server endpoint, the lines' registration clients and pingers, so none
+//! of them needs a lock: it handles one input, runs due timers, sends what
+//! the machines queued, and sleeps until the next input or timer.
+//!
+//! Not for: protocol decisions (engine) or call decisions (`calls`).
+
+use super::calls::{on_invite, Verdict};
+use super::lines::{resolve_lines, set_line_up};
+use super::SipStats;
+use crate::app::App;
+use crate::config::{Config, LineMode};
+use crate::server::spawn_coroutine;
+use anyhow::{Context, Result};
+use dialproof_engine::sip::message::{Message, DATAGRAM_BYTES_MAX};
+use dialproof_engine::sip::ping::{Change, PingConfig, Pinger};
+use dialproof_engine::sip::register::{Outcome, Registration, RegistrationConfig};
+use dialproof_engine::sip::server::{Dropped, Endpoint, Event, Transmit, TxId};
+use dialproof_engine::sip::Instant;
+use may::net::UdpSocket;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Datagrams received but not yet handled by the driver. Beyond it new
+/// ones are dropped (UDP senders retransmit) instead of growing memory.
+pub const INBOUND_QUEUE_MAX: usize = 16_384;
+/// The longest the driver sleeps without looking at the stop flag.
+const IDLE_WAKE: Duration = Duration::from_millis(200);
+/// How long the receive coroutine blocks before looking at the stop flag.
+const RECV_WAKE: Duration = Duration::from_millis(200);
+/// How long shutdown waits for the registrars to answer `Expires: 0`.
+const UNREGISTER_WAIT: Duration = Duration::from_secs(2);
+/// Test hook: holds every committed call's final response this many
+/// milliseconds, so a black-box test can land a CANCEL before it
+/// deterministically. Unset (the default) it costs nothing.
+pub const DECISION_DELAY_ENV: &str = "DIALPROOF_SIP_DECISION_DELAY_MS";
+/// The largest delay the hook accepts (below the engine's own decision
+/// timeout, so the hook can never make it fire).
+const DECISION_DELAY_MAX: Duration = Duration::from_secs(10);
+
+enum Input {
+    Datagram(SocketAddr, Vec<u8>),
+    Decision(TxId, u16),
+}
+
+/// A running SIP driver.
+pub struct SipHandle {
+    pub addr: SocketAddr,
+    done: may::sync::mpsc::Receiver<()>,
+}
+
+impl SipHandle {
+    /// Waits (bounded) for the driver to unregister and stop; call after
+    /// the stop flag is set.
+    pub fn join(&self) {
+        let _ = self
+            .done
+            .recv_timeout(UNREGISTER_WAIT + Duration::from_secs(1));
+    }
+}
+
+struct Client {
+    line: String,
+    kind: ClientKind,
+    up: bool,
+}
+
+enum ClientKind {
+    Register(Box<Registration>),
+    Ping(Box<Pinger>),
+}
+
+impl Client {
+    fn call_id(&self) -> &str {
+        match &self.kind {
+            ClientKind::Register(r) => r.call_id(),
+            ClientKind::Ping(p) => p.call_id(),
+        }
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        match &self.kind {
+            ClientKind::Register(r) => r.poll_timeout(),
+            ClientKind::Ping(p) => p.poll_timeout(),
+        }
+    }
+
+    fn poll_transmit(&mut self) -> Option<Transmit> {
+        match &mut self.kind {
+            ClientKind::Register(r) => r.poll_transmit(),
+            ClientKind::Ping(p) => p.poll_transmit(),
+        }
+    }
+}
+
+/// Binds `[sip] listen`, starts the clients and the coroutines. `None` when
+/// the configuration has no `[sip]` section.
+pub fn spawn(app: &Arc<App>, config: &Config) -> Result<Option<SipHandle>> {
+    let lines = resolve_lines(config)?;
+    app.sip_lines.set_lines(lines.clone());
+    let Some(sip) = &config.sip else {
+        return Ok(None);
+    };
+    let socket =
+        UdpSocket::bind(sip.listen).with_context(|| format!("binding SIP on {}", sip.listen))?;
+    let addr = socket.local_addr()?;
+    socket.set_read_timeout(Some(RECV_WAKE))?;
+    let socket = Arc::new(socket);
+    let clock = Clock::new();
+    let seed: u64 = rand::random();
+    let mut clients = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let (Some(provider), Some(host)) = (line.provider, line.provider_host.clone()) else {
+            continue;
+        };
+        let local = local_address(addr, sip.public_address, provider);
+        let cfg = &config.lines[i];
+        let line_seed = seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let kind = match line.mode {
+            LineMode::Register => {
+                let mut reg = Registration::new(
+                    RegistrationConfig {
+                        registrar: provider,
+                        domain: cfg.domain.clone().unwrap_or(host),
+                        username: cfg.username.clone().unwrap_or_default(),
+                        auth_username: cfg.auth_username.clone(),
+                        password: cfg.password.clone().unwrap_or_default(),
+                        expires_seconds: cfg.register_expires_seconds,
+                        local,
+                    },
+                    line_seed,
+                );
+                reg.start(clock.now());
+                ClientKind::Register(Box::new(reg))
+            }
+            LineMode::IpAuth => ClientKind::Ping(Box::new(Pinger::new(
+                PingConfig {
+                    target: provider,
+                    domain: cfg.domain.clone().unwrap_or(host),
+                    local,
+                    interval: Duration::from_secs(cfg.ping_interval_seconds.into()),
+                    failures_max: cfg.ping_failures_max,
+                },
+                clock.now(),
+                line_seed,
+            ))),
+            LineMode::AlwaysUp => continue,
+        };
+        let up = matches!(kind, ClientKind::Ping(_));
+        // Record the starting state so a table rebuild sees it. Nothing is
+        // failed at start: a restarted service's lines come up in
+        // milliseconds, and the pending verifications they hold expire
+        // normally if one does not.
+        set_line_up(app, &line.name, up, false);
+        tracing::info!(line = %line.name, %provider, %local, mode = ?line.mode, "sip line started");
+        clients.push(Client {
+            line: line.name.clone(),
+            kind,
+            up,
+        });
+    }
+
+    let (tx, rx) = may::sync::mpsc::channel::<Input>();
+    let queued = Arc::new(AtomicUsize::new(0));
+    {
+        let (socket, tx, queued, stop) =
+            (socket.clone(), tx.clone(), queued.clone(), app.stop.clone());
+        let stats_app = app.clone();
+        spawn_coroutine(move || receive(&socket, &tx, &queued, &stop, &stats_app));
+    }
+    let (done_tx, done_rx) = may::sync::mpsc::channel();
+    let decision_delay = std::env::var(DECISION_DELAY_ENV)
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .map(|ms| Duration::from_millis(ms).min(DECISION_DELAY_MAX))
+        .unwrap_or_default();
+    if !decision_delay.is_zero() {
+        tracing::warn!(
+            ?decision_delay,
+            "{DECISION_DELAY_ENV} set: final responses are held"
+        );
+    }
+    let driver = Driver {
+        decision_delay,
+        delayed: std::collections::VecDeque::new(),
+        app: app.clone(),
+        socket,
+        endpoint: Endpoint::new(seed.rotate_left(17)),
+        clients,
+        clock,
+        tx,
+        queued,
+    };
+    spawn_coroutine(move || {
+        driver.run(rx);
+        let _ = done_tx.send(());
+    });
+    tracing::info!(%addr, "sip listening (udp)");
+    Ok(Some(SipHandle {
+        addr,
+        done: done_rx,
+    }))
+}
+
+/// Our address as `provider` reaches it: the configured public address,
+/// else the bound address, else (bound to 0.0.0.0) the source address the
+/// kernel picks toward the provider.
+fn local_address(bound: SocketAddr, public: Option<IpAddr>, provider: SocketAddr) -> SocketAddr {
+    if let Some(ip) = public {
+        return SocketAddr::new(ip, bound.port());
+    }
+    if !bound.ip().is_unspecified() {
+        return bound;
+    }
+    let probe = std::net::UdpSocket::bind(SocketAddr::new(bound.ip(), 0))
+        .and_then(|s| s.connect(provider).and_then(|()| s.local_addr()));
+    match probe {
+        Ok(a) => SocketAddr::new(a.ip(), bound.port()),
+        Err(_) => bound,
+    }
+}
+
+fn receive(
+    socket: &UdpSocket,
+    tx: &may::sync::mpsc::Sender<Input>,
+    queued: &AtomicUsize,
+    stop: &AtomicBool,
+    app: &App,
+) {
+    // One byte more than the limit, so an oversized datagram is seen as such.
+    let mut buf = vec![0u8; DATAGRAM_BYTES_MAX + 1];
+    while !stop.load(Ordering::Acquire) {
+        let (n, src) = match socket.recv_from(&mut buf) {
+            Ok(r) => r,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                continue
+            }
+            Err(e) => {
+                // ICMP port unreachable from an earlier send shows up here
+                // on Linux; it says nothing about this socket.
+                tracing::debug!(error = %e, "sip recv error");
+                continue;
+            }
+        };
+        if queued.fetch_add(1, Ordering::AcqRel) >= INBOUND_QUEUE_MAX {
+            queued.fetch_sub(1, Ordering::AcqRel);
+            SipStats::inc(&app.sip_stats.overloaded);
+            continue;
+        }
+        if tx.send(Input::Datagram(src, buf[..n].to_vec())).is_err() {
+            return;
+        }
+    }
+}
+
+/// Milliseconds since the driver started, for the engine's machines.
+struct Clock(std::time::Instant);
+
+impl Clock {
+    fn new() -> Clock {
+        Clock(std::time::Instant::now())
+    }
+
+    fn now(&self) -> Instant {
+        Instant(u64::try_from(self.0.elapsed().as_millis()).unwrap_or(u64::MAX))
+    }
+}
+
+struct Driver {
+    decision_delay: Duration,
+    /// Decisions held by the test hook, in arrival (= due) order.
+    delayed: std::collections::VecDeque<(Instant, TxId, u16)>,
+    app: Arc<App>,
+    socket: Arc<UdpSocket>,
+    endpoint: Endpoint,
+    clients: Vec<Client>,
+    clock: Clock,
+    tx: may::sync::mpsc::Sender<Input>,
+    queued: Arc<AtomicUsize>,
+}
+
+impl Driver {
+    fn run(mut self, rx: may::sync::mpsc::Receiver<Input>) {
+        while !self.app.stopping() {
+            // First, so what `spawn` queued (the first REGISTERs) leaves now.
+            self.flush();
+            let now = self.clock.now();
+            let next = self
+                .clients
+                .iter()
+                .filter_map(Client::poll_timeout)
+                .chain(self.endpoint.poll_timeout())
+                .chain(self.delayed.front().map(|(at, _, _)| *at))
+                .min();
+            let wait = next.map_or(IDLE_WAKE, |at| at.since(now).min(IDLE_WAKE));
+            match rx.recv_timeout(wait) {
+                Ok(input) => {
+                    self.handle(input);
+                    // Take whatever else is queued before running timers.
+                    while let Ok(input) = rx.try_recv() {
+                        self.handle(input);
+                    }
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+            self.run_timers();
+        }
+        self.shutdown(&rx);
+    }
+
+    fn handle(&mut self, input: Input) {
+        let now = self.clock.now();
+        match input {
+            Input::Decision(id, code) if self.decision_delay.is_zero() => {
+                self.endpoint.respond(now, id, code);
+            }
+            Input::Decision(id, code) => {
+                self.delayed
+                    .push_back((now.plus(self.decision_delay), id, code));
+            }
+            Input::Datagram(src, bytes) => {
+                self.queued.fetch_sub(1, Ordering::AcqRel);
+                self.on_datagram(now, src, &bytes);
+            }
+        }
+    }
+
+    fn on_datagram(&mut self, now: Instant, src: SocketAddr, bytes: &[u8]) {
+        let event = match self.endpoint.handle_datagram(now, src, bytes) {
+            Ok(e) => e,
+            Err(Dropped::Malformed(e)) => {
+                SipStats::inc(&self.app.sip_stats.malformed);
+                tracing::debug!(%src, error = %e, bytes = bytes.len(), "malformed sip datagram dropped");
+                return;
+            }
+            Err(Dropped::BadVia) => {
+                SipStats::inc(&self.app.sip_stats.malformed);
+                return;
+            }
+            Err(Dropped::Overloaded) => {
+                SipStats::inc(&self.app.sip_stats.overloaded);
+                return;
+            }
+            Err(_) => return,
+        };
+        match event {
+            Event::Invite { id, src, message } => {
+                // The moment of the call is when its INVITE arrived.
+                let at = self.app.now();
+                let tx = self.tx.clone();
+                let decide = Box::new(move |code: u16| {
+                    let _ = tx.send(Input::Decision(id, code));
+                });
+                match on_invite(&self.app, src, &message, at, decide) {
+                    Verdict::Reject(code) => {
+                        self.endpoint.respond(now, id, code);
+                    }
+                    Verdict::Pending => {}
+                }
+            }
+            Event::Cancelled { id } => {
+                SipStats::inc(&self.app.sip_stats.cancelled);
+                tracing::info!(tx = id, %src, "call cancelled before the final response; 487 sent");
+            }
+            Event::Response { src, message } => self.on_response(now, src, &message),
+        }
+    }
+
+    fn on_response(&mut self, now: Instant, src: SocketAddr, message: &Message) {
+        let Some(i) = self
+            .clients
+            .iter()
+            .position(|c| c.call_id() == message.call_id())
+        else {
+            tracing::debug!(%src, call_id = message.call_id(), "response to nothing of ours");
+            return;
+        };
+        let client = &mut self.clients[i];
+        match &mut client.kind {
+            ClientKind::Register(r) => {
+                if let Some(outcome) = r.handle_response(now, message) {
+                    log_outcome(&client.line, &outcome, now);
+                }
+            }
+            ClientKind::Ping(p) => {
+                if let Some(change) = p.handle_response(now, message) {
+                    tracing::info!(line = %client.line, ?change, "ping state changed");
+                }
+            }
+        }
+        self.sync_line_states(now);
+    }
+
+    fn run_timers(&mut self) {
+        let now = self.clock.now();
+        while self.delayed.front().is_some_and(|(at, _, _)| *at <= now) {
+            if let Some((_, id, code)) = self.delayed.pop_front() {
+                self.endpoint.respond(now, id, code);
+            }
+        }
+        self.endpoint.handle_timeout(now);
+        for client in &mut self.clients {
+            if client.poll_timeout().is_none_or(|at| at > now) {
+                continue;
+            }
+            match &mut client.kind {
+                ClientKind::Register(r) => {
+                    if let Some(outcome) = r.handle_timeout(now) {
+                        log_outcome(&client.line, &outcome, now);
+                    }
+                }
+                ClientKind::Ping(p) => {
+                    if let Some(change) = p.handle_timeout(now) {
+                        if change == Change::Down {
+                            tracing::warn!(line = %client.line, "provider stopped answering pings");
+                        }
+                    }
+                }
+            }
+        }
+        self.sync_line_states(now);
+    }
+
+    /// Pushes every client's up/down change to the lease table.
+    fn sync_line_states(&mut self, now: Instant) {
+        for client in &mut self.clients {
+            let up = match &client.kind {
+                ClientKind::Register(r) => r.is_up(now),
+                ClientKind::Ping(p) => p.is_up(),
+            };
+            if up != client.up {
+                client.up = up;
+                set_line_up(&self.app, &client.line, up, true);
+            }
+        }
+    }
+
+    fn flush(&mut self) {
+        while let Some(t) = self.endpoint.poll_transmit() {
+            send(&self.socket, &t);
+        }
+        for client in &mut self.clients {
+            while let Some(t) = client.poll_transmit() {
+                send(&self.socket, &t);
+            }
+        }
+    }
+
+    /// Unregisters every registered line (`Expires: 0`) and waits a little
+    /// for the answers, so the provider stops routing to us at once.
+    fn shutdown(mut self, rx: &may::sync::mpsc::Receiver<Input>) {
+        let now = self.clock.now();
+        let mut any = false;
+        for client in &mut self.clients {
+            if let ClientKind::Register(r) = &mut client.kind {
+                r.shutdown(now);
+                any = true;
+            }
+        }
+        self.flush();
+        let deadline = now.plus(UNREGISTER_WAIT);
+        while any {
+            let now = self.clock.now();
+            let pending = self.clients.iter().any(|c| match &c.kind {
+                ClientKind::Register(r) => !r.is_finished(),
+                ClientKind::Ping(_) => false,
+            });
+            if !pending || now >= deadline {
+                break;
+            }
+            if let Ok(input) = rx.recv_timeout(Duration::from_millis(50)) {
+                self.handle(input);
+            }
+            for client in &mut self.clients {
+                if let ClientKind::Register(r) = &mut client.kind {
+                    r.handle_timeout(now);
+                }
+            }
+            self.flush();
+        }
+        tracing::info!(stats = %self.app.sip_stats.render(), "sip stopped");
+    }
+}
+
+fn log_outcome(line: &str, outcome: &Outcome, now: Instant) {
+    match outcome {
+        Outcome::Registered { expires_seconds } => {
+            tracing::info!(line, expires_seconds, "sip line registered");
+        }
+        Outcome::Unregistered => tracing::warn!(line, "sip line registration ended"),
+        Outcome::Failed { reason, retry_at } => {
+            tracing::warn!(line, reason = %reason, retry_in_ms = retry_at.since(now).as_millis() as u64,
+                "sip registration failed");
+        }
+    }
+}
+
+fn send(socket: &UdpSocket, t: &Transmit) {
+    if let Err(e) = socket.send_to(&t.bytes, t.to) {
+        tracing::debug!(to = %t.to, error = %e, "sip send failed");
+    }
+}

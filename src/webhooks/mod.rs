@@ -1,0 +1,117 @@
+//! Webhook delivery: the driver thread, the sender pool and the SSRF check
+//! at delivery time.
+//!
+//! How a webhook leaves: a transition commits its outbox row (storage, in
+//! the same transaction as the state change); `App::after_transition` wakes
+//! the driver with the row's id; the driver reads the committed row and
+//! queues it to a sender; the sender signs the stored bytes, vets the
+//! receiver's addresses, POSTs, and records the attempt with the delivery's
+//! next state in one write. A crash at any point leaves the row pending and
+//! due, and the driver's first poll after the restart sends it: at least
+//! once, never lost, and never both `completed` and `expired` (one row per
+//! verification).
+//!
+//! Limits: [`SEND_QUEUE_MAX`] queued attempts, `webhooks.sender_threads`
+//! senders (default 32), `driver::PER_RECEIVER_IN_FLIGHT_MAX` attempts per
+//! receiver, response bodies read up to
+//! `dialproof_storage::RESPONSE_BODY_LOG_BYTES_MAX`, 10 s per attempt.
+//!
+//! Not for: building payloads or signatures (`dialproof_engine::webhook`),
+//! the retry schedule (`dialproof_engine::webhook_retry`), the delivery log
+//! (the operator CLI reads it from storage).
+
+mod driver;
+mod sender;
+pub mod settings;
+mod vetting;
+
+pub use settings::WebhooksConfig;
+
+use crate::app::App;
+use anyhow::{Context, Result};
+use crossbeam_channel::{bounded, unbounded, Receiver, Sender, TrySendError};
+use dialproof_engine::webhook_retry::Next;
+use std::sync::Arc;
+
+/// Commit wakes queued to the driver. A wake lost to a full queue only
+/// delays that delivery until the next poll.
+pub const WAKE_QUEUE_MAX: usize = 65_536;
+/// Attempts queued for the senders beyond those running.
+pub const SEND_QUEUE_MAX: usize = 1024;
+
+/// What the senders tell the driver.
+pub enum Internal {
+    /// An attempt was recorded (or could not be): the delivery is no longer
+    /// in flight, and `next` says what the schedule wants.
+    Recorded {
+        delivery_id: i64,
+        host_key: String,
+        next: Next,
+        result: Result<(), String>,
+    },
+}
+
+/// The handle `App` holds to wake the driver.
+pub struct Waker {
+    tx: Sender<i64>,
+}
+
+impl Waker {
+    /// A transition committed with outbox row `delivery_id`. Never blocks
+    /// (it runs on the storage writer thread).
+    pub fn committed(&self, delivery_id: i64) {
+        match self.tx.try_send(delivery_id) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => {
+                tracing::warn!(
+                    delivery_id,
+                    "webhook wake queue full; the poll will send it"
+                );
+            }
+            // The driver is gone: the service is stopping; the row stays
+            // pending and goes out after the restart.
+            Err(TrySendError::Disconnected(_)) => {}
+        }
+    }
+}
+
+/// The waker for `App`, and the receiving end for [`spawn`].
+pub fn channel() -> (Waker, Receiver<i64>) {
+    let (tx, rx) = bounded(WAKE_QUEUE_MAX);
+    (Waker { tx }, rx)
+}
+
+/// Starts the sender threads and the driver thread. The settings are read
+/// once: changing `[webhooks]` needs a restart.
+pub fn spawn(app: Arc<App>, wakes: Receiver<i64>) -> Result<()> {
+    let config = app.config.read().clone();
+    let schedule = config.webhooks.schedule()?;
+    let senders = config.webhooks.sender_threads()?;
+    let db = config.database_path();
+    // The driver's own read connection: it blocks only its own thread, and
+    // does not queue behind API reads.
+    let reader = dialproof_storage::Reader::open(&db)
+        .map_err(|e| anyhow::anyhow!("opening {} for the webhook driver: {e}", db.display()))?;
+    let (jobs_tx, jobs_rx) = bounded(SEND_QUEUE_MAX);
+    let (internal_tx, internal_rx) = unbounded();
+    let agents = sender::Agents::new();
+    for i in 0..senders {
+        let (app, agents, schedule) = (app.clone(), agents.clone(), schedule.clone());
+        let (jobs, done) = (jobs_rx.clone(), internal_tx.clone());
+        std::thread::Builder::new()
+            .name(format!("webhook-sender-{i}"))
+            .spawn(move || sender::run(app, agents, schedule, jobs, done))
+            .context("starting a webhook sender thread")?;
+    }
+    let driver = driver::Driver::new(app, reader, jobs_tx);
+    std::thread::Builder::new()
+        .name("webhook-driver".into())
+        .spawn(move || driver.run(wakes, internal_rx))
+        .context("starting the webhook driver thread")?;
+    tracing::info!(
+        senders,
+        attempts = schedule.attempts(),
+        "webhook sender started"
+    );
+    Ok(())
+}

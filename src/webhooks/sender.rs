@@ -1,0 +1,316 @@
+//! The sender threads: one webhook attempt each, over ureq.
+//!
+//! A sender takes a [`Job`] (a committed, due delivery with its company as
+//! it is now), checks the URL (https unless it is one of the company's
+//! development URLs), signs the stored payload bytes with the company's
+//! secret(s), POSTs them through a ureq agent whose resolver vets every
+//! address (see `vetting`), classifies the answer with the engine's rule,
+//! asks the engine's schedule what follows, and records the attempt and the
+//! delivery's new state in one write. The driver hears back only after that
+//! write committed, so nothing it schedules is ahead of the database.
+//!
+//! Each attempt blocks its thread for at most the 10 s response timeout; a
+//! pool of such threads means one slow receiver holds one thread, not the
+//! others' deliveries.
+//!
+//! Not for: choosing what to send or when (the driver), deciding outcomes
+//! (the engine), or following redirects (never: a 3xx is a failed attempt).
+
+use super::vetting::VettingResolver;
+use super::Internal;
+use crate::api::webhook_guard::is_dev_url;
+use crate::app::App;
+use crossbeam_channel::{Receiver, Sender};
+use dialproof_engine::ssrf;
+use dialproof_engine::time::UnixMillis;
+use dialproof_engine::webhook::signature_header;
+use dialproof_engine::webhook_retry::{
+    classify, AttemptOutcome, Next, Schedule, RESPONSE_TIMEOUT_MS,
+};
+use dialproof_storage::{
+    CompanyRow, DeliveryRow, DeliveryState, NewAttempt, WriteOp, RESPONSE_BODY_LOG_BYTES_MAX,
+};
+use std::io::Read;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use ureq::Agent;
+
+/// The `User-Agent` of every webhook (spec: `<Service>/1.0`).
+pub const USER_AGENT: &str = "Dialproof/1.0";
+/// The signature header's name.
+pub const SIGNATURE_HEADER: &str = "X-Service-Signature";
+/// Idle keep-alive connections kept, in all and per receiver: a busy
+/// receiver gets its next webhook without a new TLS handshake.
+const IDLE_CONNECTIONS_MAX: usize = 64;
+const IDLE_CONNECTIONS_PER_HOST_MAX: usize = 4;
+/// A stalled TCP connect gives up before the whole budget is gone, so the
+/// error says "connect" rather than a generic timeout.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// One attempt to make.
+#[derive(Debug)]
+pub struct Job {
+    pub delivery: DeliveryRow,
+    pub company: CompanyRow,
+    /// 1-based.
+    pub attempt_no: u32,
+    /// The receiver, for the driver's per-receiver limit.
+    pub host_key: String,
+}
+
+/// The two agents every sender shares: ureq agents are thread-safe and
+/// share their connection pool.
+#[derive(Clone)]
+pub struct Agents {
+    strict: Agent,
+    development: Agent,
+}
+
+impl Agents {
+    pub fn new() -> Agents {
+        Agents {
+            strict: agent(VettingResolver::strict()),
+            development: agent(VettingResolver::development()),
+        }
+    }
+}
+
+fn agent(resolver: VettingResolver) -> Agent {
+    let config = Agent::config_builder()
+        // Every status is an answer to record, not an error.
+        .http_status_as_error(false)
+        // Never follow a redirect: a 3xx is a failed attempt (spec), and a
+        // redirect could point anywhere, past the address check.
+        .max_redirects(0)
+        // A proxy from the environment would resolve the host itself,
+        // behind the address check's back.
+        .proxy(None)
+        .timeout_global(Some(Duration::from_millis(RESPONSE_TIMEOUT_MS as u64)))
+        .timeout_connect(Some(CONNECT_TIMEOUT))
+        .user_agent(USER_AGENT)
+        // The body is logged as text: ask for it uncompressed.
+        .accept_encoding("")
+        .max_idle_connections(IDLE_CONNECTIONS_MAX)
+        .max_idle_connections_per_host(IDLE_CONNECTIONS_PER_HOST_MAX)
+        .build();
+    Agent::with_parts(
+        config,
+        ureq::unversioned::transport::DefaultConnector::new(),
+        resolver,
+    )
+}
+
+/// What one HTTP exchange gave.
+struct Exchange {
+    status: Option<u16>,
+    error: Option<String>,
+    response_body: String,
+    /// Until the status line and headers arrived (or the failure).
+    elapsed_ms: i64,
+}
+
+pub fn run(
+    app: Arc<App>,
+    agents: Agents,
+    schedule: Schedule,
+    jobs: Receiver<Job>,
+    done: Sender<Internal>,
+) {
+    for job in jobs {
+        if app.stopping() {
+            return;
+        }
+        attempt(&app, &agents, &schedule, job, &done);
+    }
+}
+
+fn attempt(app: &App, agents: &Agents, schedule: &Schedule, job: Job, done: &Sender<Internal>) {
+    let started_at = app.now();
+    let exchange = exchange(agents, &job, started_at);
+    let finished_at = app.now();
+    let outcome = match exchange.status {
+        Some(status) => AttemptOutcome::Response {
+            status,
+            elapsed_ms: exchange.elapsed_ms,
+        },
+        None => AttemptOutcome::Error,
+    };
+    let verdict = classify(&outcome);
+    let next = schedule.after_attempt(job.attempt_no, verdict, finished_at, rand::random());
+    let (state, next_attempt_at) = match next {
+        Next::Delivered => (DeliveryState::Delivered, None),
+        Next::RetryAt(at) => (DeliveryState::Pending, Some(at)),
+        Next::Dead => (DeliveryState::Dead, None),
+    };
+    // A late 2xx has a status but failed all the same: say why.
+    let error = exchange.error.or_else(|| match (&outcome, verdict) {
+        (
+            AttemptOutcome::Response { status, .. },
+            dialproof_engine::webhook_retry::Verdict::Failed,
+        ) if (200..300).contains(status) => Some(format!(
+            "answered after {} ms, over the {RESPONSE_TIMEOUT_MS} ms limit",
+            exchange.elapsed_ms
+        )),
+        (
+            AttemptOutcome::Response { status, .. },
+            dialproof_engine::webhook_retry::Verdict::Failed,
+        ) => Some(format!(
+            "HTTP {status} is not a 2xx (redirects are not followed)"
+        )),
+        _ => None,
+    });
+    tracing::info!(
+        delivery_id = job.delivery.id,
+        verification_id = %job.delivery.verification_id,
+        attempt = job.attempt_no,
+        status = exchange.status,
+        latency_ms = exchange.elapsed_ms,
+        error = error.as_deref().unwrap_or(""),
+        state = state.as_str(),
+        next_attempt_at = %next_attempt_at.map(|t| t.to_rfc3339()).unwrap_or_default(),
+        "webhook attempt"
+    );
+    let record = NewAttempt {
+        delivery_id: job.delivery.id,
+        attempt_no: job.attempt_no,
+        started_at,
+        latency_ms: (finished_at.0 - started_at.0).max(0),
+        http_status: exchange.status,
+        error,
+        request_body: job.delivery.payload.clone(),
+        response_body: exchange.response_body,
+        state,
+        next_attempt_at,
+        finished_at,
+    };
+    let report = {
+        let done = done.clone();
+        let (delivery_id, host_key) = (job.delivery.id, job.host_key.clone());
+        move |result: Result<(), String>| {
+            // Unbounded channel: the writer thread never waits here. Its
+            // length is bounded by the attempts in flight.
+            let _ = done.send(Internal::Recorded {
+                delivery_id,
+                host_key,
+                next,
+                result,
+            });
+        }
+    };
+    let reply_report = report.clone();
+    let submitted = app.store.submit(WriteOp::RecordAttempt {
+        attempt: record,
+        reply: Box::new(move |r| reply_report(r.map_err(|e| e.to_string()))),
+    });
+    if let Err(e) = submitted {
+        report(Err(e.to_string()));
+    }
+}
+
+/// The secrets that sign now: the current one, and the previous one while
+/// its grace period after a rotation lasts.
+fn signing_secrets(company: &CompanyRow, now: UnixMillis) -> Vec<&str> {
+    let mut secrets = vec![company.webhook_secret.as_str()];
+    if let (Some(previous), Some(until)) = (
+        company.previous_webhook_secret.as_deref(),
+        company.previous_secret_valid_until,
+    ) {
+        if until > now {
+            secrets.push(previous);
+        }
+    }
+    secrets
+}
+
+fn refused(error: String) -> Exchange {
+    Exchange {
+        status: None,
+        error: Some(error),
+        response_body: String::new(),
+        elapsed_ms: 0,
+    }
+}
+
+fn exchange(agents: &Agents, job: &Job, now: UnixMillis) -> Exchange {
+    let url = job.delivery.url.as_str();
+    // Judged at delivery, with the company's list as it is now: removing a
+    // development URL stops plain-http and private deliveries at once.
+    let development = job
+        .company
+        .dev_webhook_urls
+        .iter()
+        .any(|d| is_dev_url(d, url));
+    let target = match ssrf::precheck(url) {
+        Ok(t) => t,
+        Err(message) => return refused(message),
+    };
+    if target.scheme != "https" && !development {
+        return refused(format!(
+            "webhook_url must use https; http is allowed only for a development URL (got {url})"
+        ));
+    }
+    // The WHATWG form of the URL, so ureq sees the host the check saw
+    // (`http://0x7f.1/` is `http://127.0.0.1/`).
+    let normalized = match url::Url::parse(url) {
+        Ok(u) => u.to_string(),
+        Err(e) => return refused(format!("webhook_url does not parse: {e}")),
+    };
+    let agent = if development {
+        &agents.development
+    } else {
+        &agents.strict
+    };
+    let body = job.delivery.payload.as_bytes();
+    let signature = signature_header(
+        now.unix_seconds(),
+        body,
+        &signing_secrets(&job.company, now),
+    );
+    let started = Instant::now();
+    let sent = agent
+        .post(&normalized)
+        .header("Content-Type", "application/json")
+        .header("User-Agent", USER_AGENT)
+        .header(SIGNATURE_HEADER, &signature)
+        .send(body);
+    let elapsed_ms = i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX);
+    match sent {
+        Ok(mut response) => {
+            let status = response.status().as_u16();
+            // Read at most the logged size; the rest is left unread (the
+            // connection is then not reused, which is fine).
+            let mut buf = Vec::with_capacity(1024);
+            let _ = response
+                .body_mut()
+                .as_reader()
+                .take(RESPONSE_BODY_LOG_BYTES_MAX as u64)
+                .read_to_end(&mut buf);
+            Exchange {
+                status: Some(status),
+                error: None,
+                response_body: String::from_utf8_lossy(&buf).into_owned(),
+                elapsed_ms,
+            }
+        }
+        Err(e) => Exchange {
+            status: None,
+            error: Some(describe(e)),
+            response_body: String::new(),
+            elapsed_ms,
+        },
+    }
+}
+
+/// The log's text for a failed exchange.
+fn describe(e: ureq::Error) -> String {
+    match e {
+        ureq::Error::Timeout(which) => {
+            format!("timed out ({which}); the limit is {RESPONSE_TIMEOUT_MS} ms")
+        }
+        // The vetting resolver's refusal, in the spec's words.
+        ureq::Error::Other(inner) => inner.to_string(),
+        ureq::Error::HostNotFound => ssrf::unresolvable_message("no addresses"),
+        ureq::Error::Io(io) => format!("network error: {io}"),
+        other => other.to_string(),
+    }
+}

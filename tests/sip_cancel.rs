@@ -1,0 +1,34 @@
+//! CANCEL over real UDP. Its own test binary because it holds the server's
+//! final responses back with `DIALPROOF_SIP_DECISION_DELAY_MS` (an
+//! environment variable the spawned server inherits), so the CANCEL
+//! deterministically arrives before the final response.
+
+mod common;
+mod common_sip;
+
+use common::*;
+use common_sip::*;
+
+#[test]
+fn cancel_before_the_final_gets_200_and_487_and_the_call_still_counts() {
+    // Set before any server starts; this binary has no other test.
+    std::env::set_var("DIALPROOF_SIP_DECISION_DELAY_MS", "1500");
+    let server = Server::start(&sip_config(&trusted_line(3, 603)));
+    let token = server.new_client("Acme");
+    let v = server.create_ok(&token, &body(RU_PHONE));
+    let id = v["verification_id"].as_str().unwrap();
+    let dial = v["dial_number"].as_str().unwrap();
+    let dir = workdir();
+    let sf = scenario(dir.path(), "cancel.xml", &[("FROM_HEADER", &from_user("89161234567"))]);
+    let out = run_uac(dir.path(), &sf, sip_addr(&server), dial, "127.0.0.1", 1);
+    assert_sipp_ok(&out, dir.path(), &server);
+    assert_eq!(count_logs(&server, "487 sent"), 1);
+    // The INVITE carried the caller's number before the caller hung up:
+    // the phone did call, so the verification completes.
+    let done = poll(std::time::Duration::from_secs(5), || {
+        let v = server.get(&token, id).json();
+        (v["status"] == "completed").then_some(v)
+    })
+    .unwrap_or_else(|| panic!("not completed; logs:\n{}", server.logs()));
+    assert_eq!(done["caller_id_received"], "+79161234567");
+}

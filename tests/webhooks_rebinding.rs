@@ -1,0 +1,79 @@
+//! The SSRF guard at delivery time: a webhook host that resolved to a public
+//! address when the verification was created but resolves to a private one
+//! when the webhook is due (DNS rebinding) is refused, and nothing connects
+//! to the private address.
+//!
+//! Names are answered by the service's test hosts file
+//! (`DIALPROOF_TEST_HOSTS_FILE`), which the test rewrites between the create
+//! and the delivery, as a rebinding DNS server would. The variable is set
+//! for this test process only (a file of its own), before any server starts.
+
+mod common;
+mod common_webhook;
+
+use common::*;
+use common_webhook::*;
+use serde_json::json;
+use std::time::Duration;
+
+#[test]
+fn a_host_rebound_to_a_private_address_is_refused_at_delivery() {
+    let hosts = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        hosts.path(),
+        "rebind.test 93.184.216.34\nmixed.test 93.184.216.34 127.0.0.1\n",
+    )
+    .unwrap();
+    // The only test in this binary: no other thread reads the environment.
+    std::env::set_var("DIALPROOF_TEST_HOSTS_FILE", hosts.path());
+
+    // A listener where the rebound name points: it must see no connection.
+    let trap = Receiver::start(Answer::Status(200));
+    let port = trap.addr.port();
+    let s = Server::start(&format!("{FAST_RETRIES}{}", pools(10, 0)));
+    let token = s.new_client("acme");
+
+    // At creation every address is checked: one private address among
+    // public ones refuses the URL.
+    let r = s.create(
+        &token,
+        &json!({"phone": RU_PHONE, "webhook_url": format!("https://mixed.test:{port}/hook")}),
+    );
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(
+        r.text().contains("private/internal address (127.0.0.1)"),
+        "{}",
+        r.text()
+    );
+
+    // Public now: accepted.
+    let v = s.create_ok(
+        &token,
+        &json!({"phone": RU_PHONE, "webhook_url": format!("https://rebind.test:{port}/hook"),
+                "ttl_seconds": 30}),
+    );
+    let id = v["verification_id"].as_str().unwrap().to_owned();
+    // ... and private by the time the webhook is due.
+    std::fs::write(hosts.path(), "rebind.test 127.0.0.1\n").unwrap();
+
+    let d = poll(Duration::from_secs(60), || {
+        let list = s.cli(&["delivery", "list", "--verification", &id]);
+        let d = list.as_array().unwrap().first().cloned()?;
+        (d["state"] == "dead").then_some(d)
+    })
+    .unwrap_or_else(|| panic!("never dead; logs:\n{}", s.logs()));
+    let attempts = d["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 3, "{d}");
+    for a in attempts {
+        assert!(a["http_status"].is_null(), "{a}");
+        assert_eq!(
+            a["error"], "webhook_url resolves to a private/internal address (127.0.0.1)",
+            "{a}"
+        );
+    }
+    assert_eq!(
+        trap.connections(),
+        0,
+        "nothing may connect to the rebound address"
+    );
+}
