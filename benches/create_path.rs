@@ -44,12 +44,12 @@ fn table(numbers: usize) -> LeaseTable {
     .expect("bench numbers are unique")
 }
 
-fn row(i: u64) -> VerificationRow {
+fn row(i: u64, company_id: i64, api_key_id: i64) -> VerificationRow {
     let now = UnixMillis(1_800_000_000_000 + i as i64);
     VerificationRow {
         id: VerificationId::new(now, u128::from(i)).as_str().to_owned(),
-        company_id: 1,
-        api_key_id: 1,
+        company_id,
+        api_key_id,
         phone: "+79123456789".into(),
         dial_number: format!("+7495{:07}", i % 10_000),
         pool: Pool::Domestic,
@@ -101,7 +101,20 @@ fn bench_memory(c: &mut Criterion) {
 
 fn bench_commit(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let store = Store::open(&dir.path().join("bench.db"), Options::default()).expect("store");
+    let db = dir.path().join("bench.db");
+    // Verifications reference a company and a key (foreign keys).
+    let (company_id, api_key_id) = {
+        let admin = dialproof_storage::Admin::open(&db).expect("admin");
+        let now = UnixMillis(1_800_000_000_000);
+        let c = admin
+            .create_company("bench", "whsec_bench", now)
+            .expect("company");
+        let k = admin
+            .create_key(c.id, "bench", "BenchKey", "00", now)
+            .expect("key");
+        (c.id, k.id)
+    };
+    let store = Store::open(&db, Options::default()).expect("store");
     let seq = Arc::new(AtomicU64::new(0));
     let mut g = c.benchmark_group("create_commit");
     g.measurement_time(Duration::from_secs(8));
@@ -123,7 +136,7 @@ fn bench_commit(c: &mut Criterion) {
                                     let (tx, rx) = std::sync::mpsc::channel();
                                     store
                                         .submit(WriteOp::InsertVerification {
-                                            row: row(i),
+                                            row: row(i, company_id, api_key_id),
                                             reply: Box::new(move |r| {
                                                 let _ = tx.send(r);
                                             }),

@@ -1,26 +1,30 @@
-//! Event-to-webhook latency, end to end, on the real binary.
+//! Call-to-webhook latency, end to end, on the real binary.
 //!
-//! Starts `dialproof serve` (release build when run by `cargo bench`) with a
-//! loopback webhook receiver as the company's development URL, creates
-//! `BENCH_WEBHOOKS` verifications (default 400) at `BENCH_RATE` per second
-//! (default 40) with the shortest TTL (30 s), and lets them expire: each
-//! expiry is a transition that commits its outbox row, exactly like a call's
-//! completion. For each webhook it reports two latencies:
+//! Starts `dialproof serve` (the release build under `cargo bench`) with a
+//! loopback webhook receiver as the company's development URL, and measures
+//! for every webhook the time until the receiver had the whole request:
 //!
-//! - commit to received: from the service's `verification ended` log line
-//!   (written by `App::after_transition`, right after the COMMIT that wrote
-//!   the outbox row) to the moment the receiver had the whole request;
-//! - event to received: from the event moment in the payload (`completed_at`,
-//!   the TTL moment) to the same; this adds the expiry timer's wake-up and the
-//!   writer's group commit.
+//! - `BENCH_MODE=call` (the default): `BENCH_WEBHOOKS` verifications
+//!   (default 200), each completed by a real SIP call from sipp (one sipp
+//!   run per call, sequential). "call" is the payload's `completed_at`, the
+//!   moment the service received the INVITE.
+//! - `BENCH_MODE=expiry`: `BENCH_WEBHOOKS` verifications (default 400)
+//!   created at `BENCH_RATE` per second (default 40) and left to expire
+//!   (30 s TTL). "event" is the TTL moment; it adds the expiry timer's
+//!   wake-up and the writer's group commit.
 //!
-//! SIP calls are not wired to the webhook path yet, so the call itself is
-//! not in the measurement; the path after the commit is the same.
+//! Both modes also report "commit": from the service's `verification ended`
+//! log line (`App::after_transition`, microseconds after the COMMIT of the
+//! status change and its outbox row, just after the driver was woken) to
+//! the receiver.
 //!
-//! Run: `cargo bench --bench webhook_latency` (about a minute).
+//! Run: `cargo bench --bench webhook_latency` (under a minute), or
+//! `BENCH_MODE=expiry cargo bench --bench webhook_latency`.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+#[path = "../tests/common_sip/mod.rs"]
+mod common_sip;
 #[path = "../tests/common_webhook/mod.rs"]
 mod common_webhook;
 
@@ -65,33 +69,18 @@ fn report(name: &str, mut ms: Vec<f64>) {
 }
 
 fn main() {
-    // `cargo bench` passes `--bench`; nothing to parse.
-    let n = env_usize("BENCH_WEBHOOKS", 400);
-    let rate = env_usize("BENCH_RATE", 40).max(1);
+    // `cargo bench` passes `--bench`; the settings come from the environment.
+    let mode = std::env::var("BENCH_MODE").unwrap_or_else(|_| "call".into());
     let rx = Receiver::start(Answer::Status(200));
-    let s = Server::start(&pools(n as u64 + 10, 0));
-    let company = s.create_company("bench");
-    s.cli(&["company", "dev-urls", &company.to_string(), &rx.base()]);
-    let token = s.create_key(company);
-    let prefix = token.split('_').nth(2).expect("token prefix").to_owned();
-    s.cli(&["key", "set-limit", &prefix, "100000"]);
-
-    println!("creating {n} verifications at {rate}/s (ttl 30 s)...");
-    let start = Instant::now();
-    let mut ids = Vec::with_capacity(n);
-    for i in 0..n {
-        let due = start + Duration::from_secs_f64(i as f64 / rate as f64);
-        if let Some(wait) = due.checked_duration_since(Instant::now()) {
-            std::thread::sleep(wait);
-        }
-        let v = s.create_ok(
-            &token,
-            &json!({"phone": RU_PHONE, "webhook_url": rx.url("/hook"), "ttl_seconds": 30}),
-        );
-        ids.push(v["verification_id"].as_str().unwrap().to_owned());
-    }
-    println!("waiting for the {n} webhooks...");
-    let hits = rx.wait_for("/hook", n, Duration::from_secs(40 + (n / rate) as u64));
+    let (s, hits, event_name) = match mode.as_str() {
+        "call" => calls(&rx, env_usize("BENCH_WEBHOOKS", 200)),
+        "expiry" => expiries(
+            &rx,
+            env_usize("BENCH_WEBHOOKS", 400),
+            env_usize("BENCH_RATE", 40).max(1),
+        ),
+        other => panic!("BENCH_MODE must be call or expiry, got {other:?}"),
+    };
 
     // Commit moments from the service's log.
     let mut committed: HashMap<String, i64> = HashMap::new();
@@ -117,8 +106,76 @@ fn main() {
             commit_to_received.push((h.at_us - c) as f64 / 1000.0);
         }
     }
-    assert_eq!(hits.len(), n, "every webhook arrives once");
-    println!("webhook latency, {n} webhooks, expiries spread at {rate}/s, receiver on loopback:");
+    println!(
+        "webhook latency ({mode} mode), {} webhooks, receiver on loopback:",
+        hits.len()
+    );
+    report(&format!("{event_name} -> received"), event_to_received);
     report("commit -> received", commit_to_received);
-    report("event -> received", event_to_received);
+}
+
+/// A company whose development URL is the receiver, and its token with a
+/// limit high enough for the run.
+fn client(s: &Server, rx: &Receiver) -> String {
+    let company = s.create_company("bench");
+    s.cli(&["company", "dev-urls", &company.to_string(), &rx.base()]);
+    let token = s.create_key(company);
+    let prefix = token.split('_').nth(2).expect("token prefix").to_owned();
+    s.cli(&["key", "set-limit", &prefix, "100000"]);
+    token
+}
+
+fn calls(rx: &Receiver, n: usize) -> (Server, Vec<Hit>, &'static str) {
+    let s = Server::start(&common_sip::sip_config(&common_sip::trusted_line(
+        n as u64 + 10,
+        603,
+    )));
+    let token = client(&s, rx);
+    let dir = common_sip::workdir();
+    let sf = common_sip::scenario(
+        dir.path(),
+        "call.xml",
+        &[
+            ("FROM_HEADER", &common_sip::from_user("89161234567")),
+            ("HEADERS", "X-Bench: webhook"),
+            ("CODE", "603"),
+        ],
+    );
+    let sip = common_sip::sip_addr(&s);
+    println!("{n} verifications, each completed by a sipp call...");
+    for i in 0..n {
+        let v = s.create_ok(
+            &token,
+            &json!({"phone": RU_PHONE, "webhook_url": rx.url("/hook"), "ttl_seconds": 600}),
+        );
+        let dial = v["dial_number"].as_str().unwrap();
+        let out = common_sip::run_uac(dir.path(), &sf, sip, dial, "127.0.0.1", 1);
+        common_sip::assert_sipp_ok(&out, dir.path(), &s);
+        // Every call's webhook before the next call: one at a time.
+        rx.wait_for("/hook", i + 1, Duration::from_secs(10));
+    }
+    let hits = rx.wait_for("/hook", n, Duration::from_secs(10));
+    assert_eq!(hits.len(), n, "every webhook arrives once");
+    (s, hits, "call")
+}
+
+fn expiries(rx: &Receiver, n: usize, rate: usize) -> (Server, Vec<Hit>, &'static str) {
+    let s = Server::start(&pools(n as u64 + 10, 0));
+    let token = client(&s, rx);
+    println!("creating {n} verifications at {rate}/s (ttl 30 s)...");
+    let start = Instant::now();
+    for i in 0..n {
+        let due = start + Duration::from_secs_f64(i as f64 / rate as f64);
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        s.create_ok(
+            &token,
+            &json!({"phone": RU_PHONE, "webhook_url": rx.url("/hook"), "ttl_seconds": 30}),
+        );
+    }
+    println!("waiting for the {n} webhooks...");
+    let hits = rx.wait_for("/hook", n, Duration::from_secs(40 + (n / rate) as u64));
+    assert_eq!(hits.len(), n, "every webhook arrives once");
+    (s, hits, "event")
 }

@@ -118,6 +118,9 @@ fn entry_json(e: &DeliveryLogEntry) -> serde_json::Value {
 }
 
 fn short(s: &str) -> String {
+    if s.is_empty() {
+        return "-".to_owned();
+    }
     let mut out: String = s.chars().take(TEXT_BODY_CHARS_MAX).collect();
     if out.len() < s.len() {
         out.push('…');

@@ -38,7 +38,11 @@ pub struct KeyCache {
     /// (second, checks in that second) for the miss-check ration.
     miss_checks: Mutex<(i64, u32)>,
     /// Serialises reloads so two threads never race to install snapshots.
-    reload_lock: Mutex<()>,
+    /// A may mutex, not a thread mutex: the holder parks its coroutine
+    /// waiting for the reader threads, and a thread mutex would then block
+    /// the worker threads of every other coroutine that wants it, possibly
+    /// including the one the holder needs to resume on (a deadlock).
+    reload_lock: may::sync::Mutex<()>,
 }
 
 impl KeyCache {
@@ -50,7 +54,7 @@ impl KeyCache {
                 ..Snapshot::default()
             })),
             miss_checks: Mutex::new((0, 0)),
-            reload_lock: Mutex::new(()),
+            reload_lock: may::sync::Mutex::new(()),
         }
     }
 
@@ -71,15 +75,21 @@ impl KeyCache {
     }
 
     /// Looks a key up; on a miss, checks (rationed) whether the database
-    /// changed and looks again.
+    /// changed and looks again. Single flight: concurrent misses queue on
+    /// the reload lock, and each looks at the cache again once it holds it,
+    /// so a burst of first requests with a new key costs one reload.
     pub fn key_or_refresh(&self, prefix: &str, now: UnixMillis) -> Option<KeyRow> {
+        if let Some(k) = self.key(prefix) {
+            return Some(k);
+        }
+        let _serial = self.lock_reload();
         if let Some(k) = self.key(prefix) {
             return Some(k);
         }
         if !self.take_miss_check(now) {
             return None;
         }
-        match self.refresh_if_changed() {
+        match self.refresh_locked() {
             Ok(_) => self.key(prefix),
             Err(e) => {
                 tracing::warn!(error = %e, "key cache refresh failed");
@@ -104,6 +114,11 @@ impl KeyCache {
     /// Reloads everything when the database's change version differs from
     /// the cached one. Returns whether a reload happened.
     pub fn refresh_if_changed(&self) -> Result<bool, StorageError> {
+        let _serial = self.lock_reload();
+        self.refresh_locked()
+    }
+
+    fn refresh_locked(&self) -> Result<bool, StorageError> {
         let store = self.store.clone();
         let version = wait_for(RELOAD_TIMEOUT, |reply| {
             store.read(|r| r.change_version(), reply)
@@ -112,13 +127,25 @@ impl KeyCache {
         if version == self.version() {
             return Ok(false);
         }
-        self.reload()?;
+        self.reload_locked()?;
         Ok(true)
+    }
+
+    fn lock_reload(&self) -> may::sync::MutexGuard<'_, ()> {
+        // A poisoned lock only means a reload panicked; the snapshot it
+        // guards is replaced whole, so carrying on is safe.
+        self.reload_lock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Loads keys, companies and dedicated numbers in one read job.
     pub fn reload(&self) -> Result<(), StorageError> {
-        let _serial = self.reload_lock.lock();
+        let _serial = self.lock_reload();
+        self.reload_locked()
+    }
+
+    fn reload_locked(&self) -> Result<(), StorageError> {
         let store = self.store.clone();
         let snapshot = wait_for(RELOAD_TIMEOUT, |reply| {
             store.read(

@@ -63,7 +63,7 @@ fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
 }
 
 /// A rustls server configuration (ring provider, TLS 1.2 and 1.3, ALPN
-/// `http/1.1`) from PEM files.
+/// `http/1.1` and `http/1.0`) from PEM files.
 pub fn server_config(cert_path: &Path, key_path: &Path) -> Result<Arc<ServerConfig>> {
     let certs: Vec<CertificateDer<'static>> = {
         let pem =
@@ -89,6 +89,9 @@ pub fn server_config(cert_path: &Path, key_path: &Path) -> Result<Arc<ServerConf
         .with_no_client_auth()
         .with_single_cert(certs, key)
         .context("certificate and key do not match")?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    // HTTP/1.0 clients are served too (the HTTP layer closes after each
+    // answer for them), so a client offering only `http/1.0` must not fail
+    // the handshake.
+    config.alpn_protocols = vec![b"http/1.1".to_vec(), b"http/1.0".to_vec()];
     Ok(Arc::new(config))
 }

@@ -265,3 +265,44 @@ fn missing_trailing_slash_redirects_and_unknown_paths_404() {
         }
     }
 }
+
+#[test]
+fn concurrent_first_use_of_a_new_key_is_served() {
+    let s = Server::with_pools(1, 0);
+    let company = s.create_company("acme");
+    let path = format!("{COLLECTION}{SOME_ID}/");
+    // Each round: a brand-new key, 16 requests at once with it.
+    for round in 0..8 {
+        let token = s.create_key(company);
+        let auth = format!("Bearer {token}");
+        let statuses: Vec<Result<u16, String>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..16)
+                .map(|_| {
+                    scope.spawn(|| {
+                        let mut c = s.connect();
+                        c.stream.set_timeout(Some(Duration::from_secs(5)));
+                        c.send(&build_request(
+                            "GET",
+                            &path,
+                            &[("Authorization", &auth)],
+                            b"",
+                            false,
+                        ))
+                        .map_err(|e| e.to_string())?;
+                        c.read_response()
+                            .map(|r| r.status)
+                            .map_err(|e| e.to_string())
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let failed: Vec<_> = statuses.iter().filter(|s| **s != Ok(404)).collect();
+        assert!(
+            failed.is_empty(),
+            "round {round}: {} of 16 requests with a new key got no 404 within 5 s: {:?}",
+            failed.len(),
+            failed[0]
+        );
+    }
+}

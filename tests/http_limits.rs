@@ -131,7 +131,6 @@ fn keep_alive_serves_several_requests_on_one_tls_connection() {
 }
 
 #[test]
-#[ignore = "known bug: src/http answers HEAD with a body, desyncing keep-alive"]
 fn head_response_has_no_body() {
     let s = Server::with_pools(1, 0);
     let token = s.new_client("acme");
@@ -156,7 +155,6 @@ fn head_response_has_no_body() {
 }
 
 #[test]
-#[ignore = "known bug: src/tls.rs offers ALPN http/1.1 only; http/1.0 clients fail the handshake"]
 fn http10_client_offering_alpn_http10_is_served() {
     let s = Server::with_pools(1, 0);
     let mut c = s.connect_alpn(&[b"http/1.0"]);

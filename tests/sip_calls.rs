@@ -47,7 +47,14 @@ impl Setup {
                 ("CODE", &code),
             ],
         );
-        let out = run_uac(self.dir.path(), &sf, sip_addr(&self.server), dial, local_ip, 1);
+        let out = run_uac(
+            self.dir.path(),
+            &sf,
+            sip_addr(&self.server),
+            dial,
+            local_ip,
+            1,
+        );
         assert_sipp_ok(&out, self.dir.path(), &self.server);
     }
 
@@ -64,7 +71,13 @@ fn a_call_to_a_leased_number_completes_with_the_callers_number_and_gets_603() {
     let (id, dial) = s.pending();
     let before = now_millis();
     // A national-format caller on a Russian line: 8XXXXXXXXXX.
-    s.call(&dial, &from_user("89161234567"), "X-Test: plain", 603, "127.0.0.1");
+    s.call(
+        &dial,
+        &from_user("89161234567"),
+        "X-Test: plain",
+        603,
+        "127.0.0.1",
+    );
     let after = now_millis();
     let v = s.get(&id);
     assert_eq!(v["status"], "completed", "{v}");
@@ -104,7 +117,14 @@ fn retransmissions_get_the_same_final_and_complete_once() {
         "retransmit.xml",
         &[("FROM_HEADER", &from_user("79161112233")), ("CODE", "603")],
     );
-    let out = run_uac(s.dir.path(), &sf, sip_addr(&s.server), &dial, "127.0.0.1", 1);
+    let out = run_uac(
+        s.dir.path(),
+        &sf,
+        sip_addr(&s.server),
+        &dial,
+        "127.0.0.1",
+        1,
+    );
     assert_sipp_ok(&out, s.dir.path(), &s.server);
     // The first 603 and two Timer G retransmissions (0.5 s and 1.5 s
     // later); none after the ACK.
@@ -134,7 +154,8 @@ fn exchange(
         let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) else {
             break;
         };
-        sock.set_read_timeout(Some(left.max(Duration::from_millis(1)))).unwrap();
+        sock.set_read_timeout(Some(left.max(Duration::from_millis(1))))
+            .unwrap();
         let Ok((n, _)) = sock.recv_from(&mut buf) else {
             break;
         };
@@ -175,7 +196,13 @@ fn a_retransmitted_invite_gets_the_same_final_and_the_ack_is_absorbed() {
     // The ACK is absorbed; afterwards a retransmitted INVITE gets nothing.
     let after_ack = exchange(&sock, addr, &request("ACK"), 0, Duration::from_millis(100));
     assert!(after_ack.is_empty(), "{after_ack:?}");
-    let late = exchange(&sock, addr, &request("INVITE"), 0, Duration::from_millis(700));
+    let late = exchange(
+        &sock,
+        addr,
+        &request("INVITE"),
+        0,
+        Duration::from_millis(700),
+    );
     assert!(late.is_empty(), "{late:?}");
     assert_eq!(s.get(&id)["status"], "completed");
     assert_eq!(count_logs(&s.server, "call completed a verification"), 1);
@@ -193,11 +220,23 @@ fn a_withheld_caller_is_rejected_and_the_verification_stays_pending() {
         "127.0.0.1",
     );
     // A From with no number at all is withheld too.
-    s.call(&dial, &from_user("unknown"), "X-Test: no-number", 603, "127.0.0.1");
+    s.call(
+        &dial,
+        &from_user("unknown"),
+        "X-Test: no-number",
+        603,
+        "127.0.0.1",
+    );
     assert_eq!(s.get(&id)["status"], "pending");
     assert_eq!(count_logs(&s.server, "withheld caller"), 2);
     // The number is still leased to it: a call showing a number completes.
-    s.call(&dial, &from_user("+79161234567"), "X-Test: shown", 603, "127.0.0.1");
+    s.call(
+        &dial,
+        &from_user("+79161234567"),
+        "X-Test: shown",
+        603,
+        "127.0.0.1",
+    );
     assert_eq!(s.get(&id)["status"], "completed");
 }
 
@@ -206,7 +245,13 @@ fn a_call_from_a_non_provider_address_gets_403_and_changes_nothing() {
     let s = setup(603);
     let (id, dial) = s.pending();
     // 127.0.0.2 is loopback too, but not in the line's provider addresses.
-    s.call(&dial, &from_user("89161234567"), "X-Test: spoof", 403, "127.0.0.2");
+    s.call(
+        &dial,
+        &from_user("89161234567"),
+        "X-Test: spoof",
+        403,
+        "127.0.0.2",
+    );
     assert_eq!(s.get(&id)["status"], "pending");
     assert_eq!(count_logs(&s.server, "no line's provider"), 1);
 }
@@ -221,10 +266,22 @@ fn calls_to_unleased_or_unknown_numbers_change_nothing() {
     } else {
         format!("+{LINE_START}")
     };
-    s.call(&other, &from_user("89161234567"), "X-Test: unleased", 603, "127.0.0.1");
+    s.call(
+        &other,
+        &from_user("89161234567"),
+        "X-Test: unleased",
+        603,
+        "127.0.0.1",
+    );
     assert_eq!(count_logs(&s.server, "no active lease"), 1);
     // Not one of our numbers at all.
-    s.call("+74990000000", &from_user("89161234567"), "X-Test: unknown", 404, "127.0.0.1");
+    s.call(
+        "+74990000000",
+        &from_user("89161234567"),
+        "X-Test: unknown",
+        404,
+        "127.0.0.1",
+    );
     assert_eq!(s.get(&id)["status"], "pending");
 }
 
@@ -256,6 +313,9 @@ fn options_get_200_and_garbage_is_dropped() {
     assert!(text.starts_with("SIP/2.0 200 OK\r\n"), "{text}");
     assert!(text.contains("CSeq: 7 OPTIONS"), "{text}");
     assert!(text.contains(&format!("rport={}", local.port())), "{text}");
-    assert!(text.contains("Via: SIP/2.0/UDP 192.0.2.1;branch=z9hG4bKx"), "{text}");
+    assert!(
+        text.contains("Via: SIP/2.0/UDP 192.0.2.1;branch=z9hG4bKx"),
+        "{text}"
+    );
     assert!(s.server.logs().contains("READY"));
 }

@@ -19,7 +19,11 @@ fn cancel_before_the_final_gets_200_and_487_and_the_call_still_counts() {
     let id = v["verification_id"].as_str().unwrap();
     let dial = v["dial_number"].as_str().unwrap();
     let dir = workdir();
-    let sf = scenario(dir.path(), "cancel.xml", &[("FROM_HEADER", &from_user("89161234567"))]);
+    let sf = scenario(
+        dir.path(),
+        "cancel.xml",
+        &[("FROM_HEADER", &from_user("89161234567"))],
+    );
     let out = run_uac(dir.path(), &sf, sip_addr(&server), dial, "127.0.0.1", 1);
     assert_sipp_ok(&out, dir.path(), &server);
     assert_eq!(count_logs(&server, "487 sent"), 1);

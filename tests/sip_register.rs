@@ -91,7 +91,12 @@ fn wait_log(server: &Server, needle: &str, timeout: Duration) -> String {
 fn registers_with_qop_digest_refreshes_then_loses_the_registration() {
     // Granted 4 s: refreshed at 2 s (granted again), at 4 s refused (403).
     let mut registrar = Registrar::start(true, 2, 4, "", 403);
-    let server = Server::start(&sip_config(&register_line(registrar.addr, 3, USER, PASSWORD)));
+    let server = Server::start(&sip_config(&register_line(
+        registrar.addr,
+        3,
+        USER,
+        PASSWORD,
+    )));
     let token = server.new_client("Acme");
     wait_log(&server, "sip line registered", Duration::from_secs(10));
     let v = server.create_ok(&token, &body(RU_PHONE));
@@ -100,7 +105,11 @@ fn registers_with_qop_digest_refreshes_then_loses_the_registration() {
     // The refresh is granted, then refused: the line goes down.
     wait_log(&server, "registrar answered 403", Duration::from_secs(15));
     registrar.finish(&server);
-    assert_eq!(count_logs(&server, "sip line registered"), 2, "one registration, one refresh");
+    assert_eq!(
+        count_logs(&server, "sip line registered"),
+        2,
+        "one registration, one refresh"
+    );
 
     let failed = poll(Duration::from_secs(5), || {
         let v = server.get(&token, &id).json();
@@ -119,7 +128,12 @@ fn registers_without_qop_and_unregisters_at_shutdown() {
     let check = "    <action>\n      <ereg regexp=\"Expires: 0\" search_in=\"msg\" check_it=\"true\" \
                  assign_to=\"unreg\" />\n      <log message=\"unregister seen: [$unreg]\" />\n    </action>";
     let mut registrar = Registrar::start(false, 1, 60, check, 200);
-    let mut server = Server::start(&sip_config(&register_line(registrar.addr, 2, USER, PASSWORD)));
+    let mut server = Server::start(&sip_config(&register_line(
+        registrar.addr,
+        2,
+        USER,
+        PASSWORD,
+    )));
     let token = server.new_client("Acme");
     wait_log(&server, "sip line registered", Duration::from_secs(10));
     server.create_ok(&token, &body(RU_PHONE));

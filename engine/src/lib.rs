@@ -3,7 +3,8 @@
 //! Everything that decides something lives here: which number to lease, how a
 //! verification moves between states, whether a key is over its rate limit,
 //! whether a create request is valid, how a webhook is signed and when it is
-//! retried. Nothing here reads a clock, touches a socket, a file or SQLite:
+//! retried, and the SIP edge: parsing, caller numbers, the server INVITE
+//! transaction and the registration client ([`sip`]). Nothing here reads a clock, touches a socket, a file or SQLite:
 //! time comes in as an argument ([`time::UnixMillis`]) and randomness as
 //! bytes, so tests can run a day of TTLs in a millisecond and replay a seeded
 //! run exactly.

@@ -64,14 +64,15 @@ pub fn serve<S: TimedStream>(
             Ok(r) => r,
             Err(ReadError::Gone) => return,
             Err(ReadError::Reject(status, text)) => {
-                let _ = Response::detail(status, text).write_to(stream, true);
+                let _ = Response::detail(status, text).write_to(stream, true, false);
                 return;
             }
         };
         let resp = handler(&req);
         let last = served + 1 == limits.requests_per_connection_max;
         let close = !keep_alive || last;
-        if resp.write_to(stream, close).is_err() || close {
+        let head_only = req.method == "HEAD";
+        if resp.write_to(stream, close, head_only).is_err() || close {
             return;
         }
     }
@@ -329,6 +330,14 @@ mod tests {
         assert!(out.contains("Connection: close"));
         let out = run(b"GET / HTTP/1.0\r\n\r\nGET / HTTP/1.1\r\n\r\n");
         assert_eq!(out.matches("HTTP/1.1 200").count(), 1);
+    }
+
+    #[test]
+    fn head_gets_headers_without_a_body() {
+        let out = run(b"HEAD / HTTP/1.1\r\n\r\nGET / HTTP/1.1\r\n\r\n");
+        let first_end = out.find("\r\n\r\n").unwrap() + 4;
+        assert!(out[..first_end].contains("Content-Length: 20"), "{out}");
+        assert!(out[first_end..].starts_with("HTTP/1.1 200 OK"), "{out}");
     }
 
     #[test]

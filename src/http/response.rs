@@ -46,7 +46,15 @@ impl Response {
         self
     }
 
-    pub(crate) fn write_to(&self, out: &mut impl Write, close: bool) -> std::io::Result<()> {
+    /// Writes the response; for a HEAD request (`head_only`) the headers
+    /// alone, with the Content-Length the body would have had (RFC 9110
+    /// 9.3.2), so a kept-alive connection stays in step.
+    pub(crate) fn write_to(
+        &self,
+        out: &mut impl Write,
+        close: bool,
+        head_only: bool,
+    ) -> std::io::Result<()> {
         let mut head = Vec::with_capacity(256 + self.body.len());
         write!(
             head,
@@ -65,7 +73,9 @@ impl Response {
             head.extend_from_slice(b"Connection: close\r\n");
         }
         head.extend_from_slice(b"\r\n");
-        head.extend_from_slice(&self.body);
+        if !head_only {
+            head.extend_from_slice(&self.body);
+        }
         out.write_all(&head)?;
         out.flush()
     }

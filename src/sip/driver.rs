@@ -463,16 +463,14 @@ impl Driver {
     /// for the answers, so the provider stops routing to us at once.
     fn shutdown(mut self, rx: &may::sync::mpsc::Receiver<Input>) {
         let now = self.clock.now();
-        let mut any = false;
         for client in &mut self.clients {
             if let ClientKind::Register(r) = &mut client.kind {
                 r.shutdown(now);
-                any = true;
             }
         }
         self.flush();
         let deadline = now.plus(UNREGISTER_WAIT);
-        while any {
+        loop {
             let now = self.clock.now();
             let pending = self.clients.iter().any(|c| match &c.kind {
                 ClientKind::Register(r) => !r.is_finished(),

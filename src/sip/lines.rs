@@ -256,3 +256,57 @@ pub fn set_line_up(app: &Arc<App>, name: &str, up: bool, fail_pending: bool) {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(lines: &str) -> Result<Config> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("c.toml");
+        std::fs::write(
+            &path,
+            format!("[server]\nhttps_listen = \"127.0.0.1:0\"\n[sip]\nlisten = \"127.0.0.1:0\"\n{lines}"),
+        )?;
+        Config::load(Some(&path))
+    }
+
+    #[test]
+    fn line_settings_are_checked_at_load() {
+        let bad = [
+            "[[lines]]\nname = \"a\"\nmode = \"register\"\nprovider = \"127.0.0.1:5070\"\n",
+            "[[lines]]\nname = \"a\"\nmode = \"ip_auth\"\n",
+            "[[lines]]\nname = \"a\"\nmode = \"always_up\"\nreject_code = 404\n",
+            "[[lines]]\nname = \"a\"\nmode = \"always_up\"\ndefault_country = \"XX\"\n",
+            "[[lines]]\nname = \"a\"\nmode = \"ip_auth\"\nprovider = \"no-port\"\n",
+            "[[lines]]\nname = \"a\"\nmode = \"always_up\"\nregister_expires_seconds = 0\n",
+        ];
+        for text in bad {
+            assert!(config(text).is_err(), "accepted: {text}");
+        }
+        let ok = config(
+            "[[lines]]\nname = \"a\"\nmode = \"register\"\nprovider = \"127.0.0.1:5070\"\n\
+             username = \"u\"\npassword = \"p\"\nreject_code = 486\nprovider_addresses = [\"10.0.0.9\"]\n\
+             [[lines]]\nname = \"b\"\nmode = \"always_up\"\n",
+        )
+        .expect("valid");
+        let lines = resolve_lines(&ok).expect("resolved");
+        assert_eq!(lines[0].reject_code, 486);
+        assert!(lines[0].trusts("10.0.0.9".parse().unwrap()));
+        assert!(lines[0].trusts("127.0.0.1".parse().unwrap()));
+        assert!(!lines[0].trusts("127.0.0.2".parse().unwrap()));
+        assert_eq!(lines[0].provider, Some("127.0.0.1:5070".parse().unwrap()));
+        // An always-up line without provider addresses trusts nobody.
+        assert!(lines[1].trusted.is_empty());
+        assert!(lines[1].region.is_russia());
+    }
+
+    #[test]
+    fn the_default_config_takes_calls_from_loopback() {
+        let c = Config::load(None).expect("default");
+        assert_eq!(c.sip.as_ref().map(|s| s.listen.port()), Some(5060));
+        let lines = resolve_lines(&c).expect("resolved");
+        assert!(lines[0].trusts("127.0.0.1".parse().unwrap()));
+        assert_eq!(lines[0].reject_code, 603);
+    }
+}

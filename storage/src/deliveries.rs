@@ -108,12 +108,19 @@ pub fn truncate_utf8(s: &str, max: usize) -> &str {
 /// Inserts the attempt and moves the delivery on, in the caller's
 /// transaction (the writer's batch). `NotFound` if the delivery is gone.
 pub(crate) fn record_attempt(conn: &Connection, a: &NewAttempt) -> Result<()> {
+    // A manual retry that landed while this attempt was in flight shows as
+    // `updated_at` later than the attempt's start (nothing else touches the
+    // row meanwhile). Unless this attempt delivered, the operator's "send
+    // it again now" wins over the schedule's answer, so it is not lost.
+    // `max()` keeps the attempt count from moving backwards. (SET
+    // expressions all read the row as it was before the UPDATE.)
     let updated = conn
         .prepare_cached(
-            // max(): a manual retry racing an automatic attempt must not move
-            // the attempt count backwards.
-            "UPDATE webhook_deliveries SET attempts = max(attempts, ?2), state = ?3, \
-             next_attempt_at = ?4, updated_at = ?5 WHERE id = ?1",
+            "UPDATE webhook_deliveries SET attempts = max(attempts, ?2), \
+             state = CASE WHEN ?3 <> 'delivered' AND updated_at > ?6 THEN state ELSE ?3 END, \
+             next_attempt_at = CASE WHEN ?3 <> 'delivered' AND updated_at > ?6 \
+                 THEN next_attempt_at ELSE ?4 END, \
+             updated_at = ?5 WHERE id = ?1",
         )?
         .execute(params![
             a.delivery_id,
@@ -121,6 +128,7 @@ pub(crate) fn record_attempt(conn: &Connection, a: &NewAttempt) -> Result<()> {
             a.state.as_str(),
             a.next_attempt_at.map(|t| t.0),
             a.finished_at.0,
+            a.started_at.0,
         ])?;
     if updated == 0 {
         return Err(StorageError::NotFound(format!(

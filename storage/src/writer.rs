@@ -116,9 +116,7 @@ impl Outcome {
         match op {
             WriteOp::InsertVerification { reply, .. } => Outcome::Insert(reply, Err(e.clone())),
             WriteOp::Transition { reply, .. } => Outcome::Transition(reply, Err(e.clone())),
-            WriteOp::TransitionByNumber { reply, .. } => {
-                Outcome::Transition(reply, Err(e.clone()))
-            }
+            WriteOp::TransitionByNumber { reply, .. } => Outcome::Transition(reply, Err(e.clone())),
             WriteOp::InsertRejection(_) => Outcome::Silent("insert_rejection", Err(e.clone())),
             WriteOp::TouchKey { .. } => Outcome::Silent("touch_key", Err(e.clone())),
             // Same reply shape as an insert (a unit result): reuse its outcome.

@@ -173,3 +173,47 @@ fn manual_retry_makes_it_due_now_and_bumps_the_change_version() {
         Err(StorageError::NotFound(_))
     ));
 }
+
+#[test]
+fn a_manual_retry_during_an_attempt_is_not_lost() {
+    let db = db();
+    let store = db.store();
+    let row = db.row(3);
+    insert(&store, row.clone()).unwrap();
+    let t = transition(
+        &store,
+        &row.id,
+        None,
+        Event::Expire {
+            at: T0.plus_seconds(60),
+        },
+    )
+    .unwrap();
+    let id = t.delivery_id.unwrap();
+    // Attempt 1 starts at T0+101 s; the operator retries at T0+101.005 s,
+    // before the attempt (a failure, next try in 5 s) is recorded.
+    let retried_at = T0.plus_seconds(101).plus_millis(5);
+    db.admin().retry_delivery(id, retried_at).unwrap();
+    record(&store, attempt(id, 1, Some(500), DeliveryState::Pending)).unwrap();
+    let d = db.reader().delivery(id).unwrap().unwrap();
+    assert_eq!(
+        (d.state, d.next_attempt_at, d.attempts),
+        (DeliveryState::Pending, Some(retried_at), 1)
+    );
+    // Attempt 2 (started after the retry) fails for good: the schedule
+    // decides again.
+    record(&store, attempt(id, 2, Some(500), DeliveryState::Dead)).unwrap();
+    let d = db.reader().delivery(id).unwrap().unwrap();
+    assert_eq!(
+        (d.state, d.next_attempt_at, d.attempts),
+        (DeliveryState::Dead, None, 2)
+    );
+    // A delivered attempt always ends it, retry or not.
+    db.admin().retry_delivery(id, T0.plus_seconds(102)).unwrap();
+    record(&store, attempt(id, 3, Some(200), DeliveryState::Delivered)).unwrap();
+    let d = db.reader().delivery(id).unwrap().unwrap();
+    assert_eq!(
+        (d.state, d.next_attempt_at),
+        (DeliveryState::Delivered, None)
+    );
+}

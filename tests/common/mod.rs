@@ -180,7 +180,7 @@ impl Server {
             .arg(&self.config_path)
             .arg("serve")
             .env("NO_COLOR", "1")
-            .env("DIALPROOF_LOG", "info")
+            .env("DIALPROOF_LOG", "info,may=warn")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -240,6 +240,11 @@ impl Server {
         let mut child = self.child.take()?;
         let _ = child.kill();
         child.wait().ok()
+    }
+
+    /// The server process's id (for signals such as SIGHUP).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("server is running").id()
     }
 
     /// SIGKILL: no shutdown of any kind.

@@ -74,8 +74,8 @@ pub fn scenario(dir: &Path, name: &str, vars: &[(&str, &str)]) -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/sipp")
         .join(name);
-    let mut text = std::fs::read_to_string(&src)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", src.display()));
+    let mut text =
+        std::fs::read_to_string(&src).unwrap_or_else(|e| panic!("reading {}: {e}", src.display()));
     for (k, v) in vars {
         text = text.replace(&format!("{{{{{k}}}}}"), v);
     }

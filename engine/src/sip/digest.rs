@@ -44,10 +44,8 @@ impl Challenge {
                 return None;
             }
         }
-        let qop_auth = get("qop").is_some_and(|q| {
-            q.split(',')
-                .any(|t| t.trim().eq_ignore_ascii_case("auth"))
-        });
+        let qop_auth =
+            get("qop").is_some_and(|q| q.split(',').any(|t| t.trim().eq_ignore_ascii_case("auth")));
         // A server that lists only qop values we cannot do is not answerable.
         if get("qop").is_some() && !qop_auth {
             return None;

@@ -24,7 +24,10 @@ use super::uri::{NameAddr, Uri};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Caller {
     /// The caller's number, E.164.
-    Number { e164: String, source: Source },
+    Number {
+        e164: String,
+        source: Source,
+    },
     Withheld(Withheld),
 }
 
@@ -131,10 +134,9 @@ fn first_in(msg: &Message, header: &str, region: Region, source: Source) -> Opti
 }
 
 fn is_anonymous(addr: &NameAddr) -> bool {
-    let user_anonymous = addr
-        .uri
-        .user()
-        .is_some_and(|u| u.eq_ignore_ascii_case("anonymous") || u.eq_ignore_ascii_case("restricted"));
+    let user_anonymous = addr.uri.user().is_some_and(|u| {
+        u.eq_ignore_ascii_case("anonymous") || u.eq_ignore_ascii_case("restricted")
+    });
     let host_anonymous = addr
         .uri
         .host()
@@ -183,9 +185,15 @@ mod tests {
                    Remote-Party-ID: <sip:89000000002@h>;party=calling;screen=yes\r\n\
                    P-Asserted-Identity: \"X\" <sip:+79000000003@h>, <tel:+79000000004>\r\n";
         let m = invite("sip:1@us", all);
-        assert_eq!(caller(&m, ru(), true), number("+79000000003", Source::AssertedIdentity));
+        assert_eq!(
+            caller(&m, ru(), true),
+            number("+79000000003", Source::AssertedIdentity)
+        );
         // An untrusted provider's PAI is ignored.
-        assert_eq!(caller(&m, ru(), false), number("+79000000002", Source::RemotePartyId));
+        assert_eq!(
+            caller(&m, ru(), false),
+            number("+79000000002", Source::RemotePartyId)
+        );
         let m = invite("sip:1@us", "From: \"Ivan\" <sip:89000000001@h>;tag=1\r\n");
         assert_eq!(caller(&m, ru(), true), number("+79000000001", Source::From));
         let m = invite("sip:1@us", "From: <tel:+7-900-000-00-05>;tag=1\r\n");
@@ -226,7 +234,10 @@ mod tests {
             assert_eq!(caller(&m, ru(), true), Caller::Withheld(want), "{headers}");
         }
         // `Privacy: none` hides nothing.
-        let m = invite("sip:1@us", "From: <sip:89000000001@h>;tag=1\r\nPrivacy: none\r\n");
+        let m = invite(
+            "sip:1@us",
+            "From: <sip:89000000001@h>;tag=1\r\nPrivacy: none\r\n",
+        );
         assert_eq!(caller(&m, ru(), true), number("+79000000001", Source::From));
     }
 }

@@ -509,8 +509,11 @@ impl Via {
     pub fn parse(value: &str) -> Option<Via> {
         let (proto, rest) = value.trim().split_once(char::is_whitespace)?;
         let mut proto_parts = proto.split('/');
-        let (name, version, transport) =
-            (proto_parts.next()?, proto_parts.next()?, proto_parts.next()?);
+        let (name, version, transport) = (
+            proto_parts.next()?,
+            proto_parts.next()?,
+            proto_parts.next()?,
+        );
         if !name.trim().eq_ignore_ascii_case("SIP") || version.trim() != "2.0" {
             return None;
         }
@@ -615,7 +618,9 @@ pub fn split_host_port(s: &str) -> Option<(String, Option<u16>)> {
         return Some((format!("[{host}]"), port));
     }
     match s.rsplit_once(':') {
-        Some((h, p)) if !h.is_empty() && !h.contains(':') => Some((h.to_owned(), Some(p.parse().ok()?))),
+        Some((h, p)) if !h.is_empty() && !h.contains(':') => {
+            Some((h.to_owned(), Some(p.parse().ok()?)))
+        }
         Some(_) => None,
         None => Some((s.to_owned(), None)),
     }
@@ -777,15 +782,42 @@ mod tests {
     fn malformed_messages_are_errors() {
         let cases: Vec<(String, ParseError)> = vec![
             (INVITE.replace("\r\n\r\n", "\r\n"), ParseError::NoHeaderEnd),
-            (INVITE.replace("SIP/2.0\r\nVia", "SIP/3.0\r\nVia"), ParseError::BadStartLine),
-            (INVITE.replace("Call-ID: x@y\r\n", ""), ParseError::Missing("Call-ID")),
-            (INVITE.replace("CSeq: 1 INVITE", "CSeq: 1 BYE"), ParseError::BadCSeq),
-            (INVITE.replace("CSeq: 1 INVITE", "CSeq: x INVITE"), ParseError::BadCSeq),
-            (INVITE.replace("Content-Length: 0", "Content-Length: 9"), ParseError::Truncated),
-            (INVITE.replace("Content-Length: 0", "Content-Length: abc"), ParseError::BadContentLength),
-            (INVITE.replace("Max-Forwards: 70", "no colon here"), ParseError::BadHeader),
-            (INVITE.replace("Max-Forwards: 70", " folded-into-cseq"), ParseError::BadCSeq),
-            ("SIP/2.0 99 Odd\r\n\r\n".to_owned(), ParseError::BadStartLine),
+            (
+                INVITE.replace("SIP/2.0\r\nVia", "SIP/3.0\r\nVia"),
+                ParseError::BadStartLine,
+            ),
+            (
+                INVITE.replace("Call-ID: x@y\r\n", ""),
+                ParseError::Missing("Call-ID"),
+            ),
+            (
+                INVITE.replace("CSeq: 1 INVITE", "CSeq: 1 BYE"),
+                ParseError::BadCSeq,
+            ),
+            (
+                INVITE.replace("CSeq: 1 INVITE", "CSeq: x INVITE"),
+                ParseError::BadCSeq,
+            ),
+            (
+                INVITE.replace("Content-Length: 0", "Content-Length: 9"),
+                ParseError::Truncated,
+            ),
+            (
+                INVITE.replace("Content-Length: 0", "Content-Length: abc"),
+                ParseError::BadContentLength,
+            ),
+            (
+                INVITE.replace("Max-Forwards: 70", "no colon here"),
+                ParseError::BadHeader,
+            ),
+            (
+                INVITE.replace("Max-Forwards: 70", " folded-into-cseq"),
+                ParseError::BadCSeq,
+            ),
+            (
+                "SIP/2.0 99 Odd\r\n\r\n".to_owned(),
+                ParseError::BadStartLine,
+            ),
         ];
         for (text, want) in cases {
             assert_eq!(Message::parse(text.as_bytes()), Err(want), "{text:?}");
@@ -798,7 +830,10 @@ mod tests {
             "Max-Forwards: 70\r\n",
             &"X-A: 1\r\n".repeat(HEADERS_COUNT_MAX + 1),
         );
-        assert_eq!(Message::parse(many.as_bytes()), Err(ParseError::TooManyHeaders));
+        assert_eq!(
+            Message::parse(many.as_bytes()),
+            Err(ParseError::TooManyHeaders)
+        );
         assert!(Message::parse(&[0xff, 0xfe, b'\r', b'\n', b'\r', b'\n']).is_err());
         assert!(is_keepalive(b"\r\n\r\n"));
         assert!(!is_keepalive(b""));
@@ -842,7 +877,10 @@ mod tests {
         let bytes = build_response(&req, &vias, 603, Some("t1"), &[]);
         let resp = Message::parse(&bytes).unwrap();
         assert_eq!(resp.status(), Some(603));
-        assert_eq!(resp.header("To"), Some("<sip:+74950000001@127.0.0.1>;tag=t1"));
+        assert_eq!(
+            resp.header("To"),
+            Some("<sip:+74950000001@127.0.0.1>;tag=t1")
+        );
         assert_eq!(resp.cseq, (1, Method::Invite));
         let trying = Message::parse(&build_response(&req, &vias, 100, Some("t1"), &[])).unwrap();
         assert_eq!(trying.header("To"), Some("<sip:+74950000001@127.0.0.1>"));

@@ -27,6 +27,7 @@
 //! proxying.
 
 pub mod digest;
+pub mod exercise;
 pub mod identity;
 pub mod message;
 pub mod number;

@@ -154,14 +154,14 @@ mod tests {
             "anonymous",
             "Anonymous",
             "123",
-            "912345678",       // 9 digits
-            "691234567890",    // 12 digits not starting 810
-            "59123456789",     // 11 digits starting 5
-            "810",             // prefix only
-            "8101234",         // too short after 810
+            "912345678",           // 9 digits
+            "691234567890",        // 12 digits not starting 810
+            "59123456789",         // 11 digits starting 5
+            "810",                 // prefix only
+            "8101234",             // too short after 810
             "8101234567890123456", // too long after 810
             "+0123456789",
-            "+1234567",        // 7 digits
+            "+1234567",          // 7 digits
             "+1234567890123456", // 16 digits
             "89123456789x",
             "8912345678;ext=1",
@@ -175,12 +175,24 @@ mod tests {
     fn other_countries_use_libphonenumber() {
         let gb = Region::parse("gb").unwrap();
         assert_eq!(to_e164("07911123456", gb).as_deref(), Some("+447911123456"));
-        assert_eq!(to_e164("00447911123456", gb).as_deref(), Some("+447911123456"));
-        assert_eq!(to_e164("+447911123456", gb).as_deref(), Some("+447911123456"));
+        assert_eq!(
+            to_e164("00447911123456", gb).as_deref(),
+            Some("+447911123456")
+        );
+        assert_eq!(
+            to_e164("+447911123456", gb).as_deref(),
+            Some("+447911123456")
+        );
         let us = Region::parse("US").unwrap();
         assert_eq!(to_e164("2025550123", us).as_deref(), Some("+12025550123"));
-        assert_eq!(to_e164("(202) 555-0123", us).as_deref(), Some("+12025550123"));
-        assert_eq!(to_e164("011447911123456", us).as_deref(), Some("+447911123456"));
+        assert_eq!(
+            to_e164("(202) 555-0123", us).as_deref(),
+            Some("+12025550123")
+        );
+        assert_eq!(
+            to_e164("011447911123456", us).as_deref(),
+            Some("+447911123456")
+        );
         let de = Region::parse("DE").unwrap();
         assert_eq!(to_e164("030123456", de).as_deref(), Some("+4930123456"));
         let kz = Region::parse("KZ").unwrap();

@@ -70,10 +70,15 @@ pub struct RegistrationConfig {
 /// What happened, for logs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
-    Registered { expires_seconds: u32 },
+    Registered {
+        expires_seconds: u32,
+    },
     Unregistered,
     /// The line is down and the next try is at `retry_at`.
-    Failed { reason: String, retry_at: Instant },
+    Failed {
+        reason: String,
+        retry_at: Instant,
+    },
 }
 
 struct Outstanding {
@@ -242,7 +247,10 @@ impl Registration {
                     "Proxy-Authenticate"
                 };
                 let Some(ch) = msg.headers_named(header).find_map(Challenge::parse) else {
-                    return self.fail_unless_shutting(now, format!("{code} without a usable digest challenge"));
+                    return self.fail_unless_shutting(
+                        now,
+                        format!("{code} without a usable digest challenge"),
+                    );
                 };
                 let same_nonce = self
                     .challenge
@@ -366,7 +374,15 @@ impl Registration {
                 .auth_username
                 .as_deref()
                 .unwrap_or(&self.cfg.username);
-            let value = authorization(ch, user, &self.cfg.password, "REGISTER", &uri, *uses, &cnonce);
+            let value = authorization(
+                ch,
+                user,
+                &self.cfg.password,
+                "REGISTER",
+                &uri,
+                *uses,
+                &cnonce,
+            );
             let name = if *proxy {
                 "Proxy-Authorization"
             } else {
@@ -443,7 +459,10 @@ mod tests {
         assert_eq!(first.header("Expires"), Some("600"));
         assert!(first.header("Authorization").is_none());
         let ch = "Digest realm=\"sip.example\", nonce=\"n1\", qop=\"auth\"";
-        assert_eq!(r.handle_response(t0, &answer(&first, 401, &[("WWW-Authenticate", ch)])), None);
+        assert_eq!(
+            r.handle_response(t0, &answer(&first, 401, &[("WWW-Authenticate", ch)])),
+            None
+        );
         let second = sent(&mut r);
         let auth = second.header("Authorization").unwrap();
         assert!(verify(auth, "secret", "REGISTER", "n1"), "{auth}");
@@ -456,7 +475,9 @@ mod tests {
         let ok = answer(&second, 200, &[("Contact", contact), ("Expires", "600")]);
         assert_eq!(
             r.handle_response(t0, &ok),
-            Some(Outcome::Registered { expires_seconds: 120 })
+            Some(Outcome::Registered {
+                expires_seconds: 120
+            })
         );
         assert!(r.is_up(t0));
         assert_eq!(r.poll_timeout(), Some(Instant(60_000)));
@@ -476,7 +497,10 @@ mod tests {
         r.start(Instant(0));
         let first = sent(&mut r);
         let ch = "Digest realm=\"sip.example\", nonce=\"n2\"";
-        r.handle_response(Instant(0), &answer(&first, 407, &[("Proxy-Authenticate", ch)]));
+        r.handle_response(
+            Instant(0),
+            &answer(&first, 407, &[("Proxy-Authenticate", ch)]),
+        );
         let second = sent(&mut r);
         let auth = second.header("Proxy-Authorization").unwrap();
         assert!(!auth.contains("qop"));
@@ -492,7 +516,9 @@ mod tests {
         let mut delays = Vec::new();
         for _ in 0..10 {
             let req = sent(&mut r);
-            assert!(r.handle_response(now, &answer(&req, 401, &[("WWW-Authenticate", ch)])).is_none());
+            assert!(r
+                .handle_response(now, &answer(&req, 401, &[("WWW-Authenticate", ch)]))
+                .is_none());
             let req = sent(&mut r);
             match r.handle_response(now, &answer(&req, 401, &[("WWW-Authenticate", ch)])) {
                 Some(Outcome::Failed { retry_at, .. }) => {
@@ -506,7 +532,10 @@ mod tests {
         }
         for (i, d) in delays.iter().enumerate() {
             let step = (2_000u64 << i).min(300_000);
-            assert!((step / 2..=step).contains(d), "retry {i}: {d} ms vs step {step}");
+            assert!(
+                (step / 2..=step).contains(d),
+                "retry {i}: {d} ms vs step {step}"
+            );
         }
     }
 
@@ -516,12 +545,23 @@ mod tests {
         r.start(Instant(0));
         let first = sent(&mut r);
         let ch = "Digest realm=\"sip.example\", nonce=\"n4\"";
-        r.handle_response(Instant(0), &answer(&first, 401, &[("WWW-Authenticate", ch)]));
+        r.handle_response(
+            Instant(0),
+            &answer(&first, 401, &[("WWW-Authenticate", ch)]),
+        );
         let second = sent(&mut r);
         let stale = "Digest realm=\"sip.example\", nonce=\"n5\", stale=true";
-        r.handle_response(Instant(0), &answer(&second, 401, &[("WWW-Authenticate", stale)]));
+        r.handle_response(
+            Instant(0),
+            &answer(&second, 401, &[("WWW-Authenticate", stale)]),
+        );
         let third = sent(&mut r);
-        assert!(verify(third.header("Authorization").unwrap(), "secret", "REGISTER", "n5"));
+        assert!(verify(
+            third.header("Authorization").unwrap(),
+            "secret",
+            "REGISTER",
+            "n5"
+        ));
     }
 
     #[test]
@@ -534,13 +574,18 @@ mod tests {
         assert_eq!(second.header("Expires"), Some("1800"));
         assert_eq!(
             registered(&mut r, Instant(0), &second, "1800"),
-            Outcome::Registered { expires_seconds: 1800 }
+            Outcome::Registered {
+                expires_seconds: 1800
+            }
         );
         // A 423 that does not raise the floor is a failure, not a loop.
         r.handle_timeout(Instant(900_000));
         let refresh = sent(&mut r);
         assert!(matches!(
-            r.handle_response(Instant(900_000), &answer(&refresh, 423, &[("Min-Expires", "60")])),
+            r.handle_response(
+                Instant(900_000),
+                &answer(&refresh, 423, &[("Min-Expires", "60")])
+            ),
             Some(Outcome::Failed { .. })
         ));
     }
@@ -577,7 +622,10 @@ mod tests {
         // Refresh at 1 s gets no answer; the registration lapses at 2 s.
         r.handle_timeout(Instant(1_000));
         let _refresh = sent(&mut r);
-        assert_eq!(r.handle_timeout(Instant(2_000)), Some(Outcome::Unregistered));
+        assert_eq!(
+            r.handle_timeout(Instant(2_000)),
+            Some(Outcome::Unregistered)
+        );
         assert!(!r.is_up(Instant(2_000)));
 
         let mut r = Registration::new(cfg(), 1);
@@ -607,7 +655,10 @@ mod tests {
         });
         assert_eq!(r.handle_response(Instant(0), &foreign), None);
         registered(&mut r, Instant(0), &first, "60");
-        assert_eq!(r.handle_response(Instant(0), &answer(&first, 200, &[])), None);
+        assert_eq!(
+            r.handle_response(Instant(0), &answer(&first, 200, &[])),
+            None
+        );
 
         r.shutdown(Instant(5));
         let bye = sent(&mut r);

@@ -104,7 +104,10 @@ struct Key {
 #[derive(Debug)]
 enum State {
     /// Waiting for the application; `trying` is re-sent on retransmission.
-    Proceeding { request: Box<Message>, trying: Vec<u8> },
+    Proceeding {
+        request: Box<Message>,
+        trying: Vec<u8>,
+    },
     /// Final sent; waiting for the ACK.
     Completed {
         response: Vec<u8>,
@@ -236,7 +239,13 @@ impl Endpoint {
         let vias = stamped_vias(&message, &via, src);
         let target = via.response_target(src);
         if self.invites.len() >= INVITE_TRANSACTIONS_MAX {
-            let bytes = build_response(&message, &vias, 503, Some(&self.rng.hex()), &[("Retry-After", "5")]);
+            let bytes = build_response(
+                &message,
+                &vias,
+                503,
+                Some(&self.rng.hex()),
+                &[("Retry-After", "5")],
+            );
             self.send(target, bytes);
             return Err(Dropped::Overloaded);
         }
@@ -270,7 +279,11 @@ impl Endpoint {
     /// false, doing nothing, when the transaction is gone or already has a
     /// final response (e.g. it was cancelled meanwhile).
     pub fn respond(&mut self, now: Instant, id: TxId, code: u16) -> bool {
-        let code = if (300..=699).contains(&code) { code } else { 500 };
+        let code = if (300..=699).contains(&code) {
+            code
+        } else {
+            500
+        };
         self.finalize(now, id, code)
     }
 
@@ -329,7 +342,14 @@ impl Endpoint {
             .unwrap_or_else(|| self.rng.hex());
         let bytes = build_response(message, &vias, code, Some(&to_tag), &[]);
         let target = via.response_target(src);
-        self.remember(now, cache_key, Transmit { to: target, bytes: bytes.clone() });
+        self.remember(
+            now,
+            cache_key,
+            Transmit {
+                to: target,
+                bytes: bytes.clone(),
+            },
+        );
         self.send(target, bytes);
         match invite {
             Some(id) if self.finalize(now, id, 487) => Ok(Event::Cancelled { id }),
@@ -369,7 +389,14 @@ impl Endpoint {
             &[("Allow", "INVITE, ACK, CANCEL, OPTIONS")],
         );
         let target = via.response_target(src);
-        self.remember(now, cache_key, Transmit { to: target, bytes: bytes.clone() });
+        self.remember(
+            now,
+            cache_key,
+            Transmit {
+                to: target,
+                bytes: bytes.clone(),
+            },
+        );
         self.send(target, bytes);
     }
 
@@ -380,7 +407,8 @@ impl Endpoint {
                 self.answered.remove(&old);
             }
         }
-        self.answered_order.push_back((now.plus(TIMER_H), key.clone()));
+        self.answered_order
+            .push_back((now.plus(TIMER_H), key.clone()));
         self.answered.insert(key, t);
     }
 
@@ -550,7 +578,8 @@ mod tests {
 
         // The ACK stops retransmission; Timer I then ends the transaction.
         assert_eq!(
-            ep.handle_datagram(now, src(), &request("ACK", "z9hG4bKa")).unwrap_err(),
+            ep.handle_datagram(now, src(), &request("ACK", "z9hG4bKa"))
+                .unwrap_err(),
             Dropped::Absorbed
         );
         let later = ep.poll_timeout().unwrap();
@@ -634,7 +663,8 @@ mod tests {
         ep.respond(t0, id, 603);
         drain(&mut ep);
         assert_eq!(
-            ep.handle_datagram(t0, src(), &request("CANCEL", "z9hG4bKa")).unwrap_err(),
+            ep.handle_datagram(t0, src(), &request("CANCEL", "z9hG4bKa"))
+                .unwrap_err(),
             Dropped::Answered
         );
         assert_eq!(codes(&mut ep), vec![(200, Method::Cancel)]);
@@ -676,7 +706,8 @@ mod tests {
     #[test]
     fn responses_and_garbage() {
         let mut ep = Endpoint::new(1);
-        let resp = b"SIP/2.0 200 OK\r\nVia: SIP/2.0/UDP a;branch=z9hG4bK1\r\nFrom: <sip:a@b>;tag=1\r\n\
+        let resp =
+            b"SIP/2.0 200 OK\r\nVia: SIP/2.0/UDP a;branch=z9hG4bK1\r\nFrom: <sip:a@b>;tag=1\r\n\
                      To: <sip:a@b>;tag=2\r\nCall-ID: r\r\nCSeq: 1 REGISTER\r\n\r\n";
         assert!(matches!(
             ep.handle_datagram(Instant(0), src(), resp),
@@ -687,14 +718,16 @@ mod tests {
             Err(Dropped::Malformed(_))
         ));
         assert_eq!(
-            ep.handle_datagram(Instant(0), src(), b"\r\n\r\n").unwrap_err(),
+            ep.handle_datagram(Instant(0), src(), b"\r\n\r\n")
+                .unwrap_err(),
             Dropped::KeepAlive
         );
         let bad_via = String::from_utf8(request("INVITE", "z9hG4bKa"))
             .unwrap()
             .replace("SIP/2.0/UDP 192.0.2.10:5070", "garbage");
         assert_eq!(
-            ep.handle_datagram(Instant(0), src(), bad_via.as_bytes()).unwrap_err(),
+            ep.handle_datagram(Instant(0), src(), bad_via.as_bytes())
+                .unwrap_err(),
             Dropped::BadVia
         );
         assert!(drain(&mut ep).is_empty());
@@ -703,11 +736,7 @@ mod tests {
     #[test]
     fn rfc2543_clients_are_matched_without_a_cookie() {
         let mut ep = Endpoint::new(1);
-        let old = |m: &str| {
-            String::from_utf8(request(m, "old1"))
-                .unwrap()
-                .into_bytes()
-        };
+        let old = |m: &str| String::from_utf8(request(m, "old1")).unwrap().into_bytes();
         let Ok(Event::Invite { id, .. }) = ep.handle_datagram(Instant(0), src(), &old("INVITE"))
         else {
             panic!()

@@ -20,7 +20,9 @@ pub enum Uri {
         params: Vec<(String, Option<String>)>,
     },
     /// `tel:` (RFC 3966): the number as written, without parameters.
-    Tel { number: String },
+    Tel {
+        number: String,
+    },
     Other(String),
 }
 
@@ -183,7 +185,10 @@ mod tests {
         assert!(matches!(s, Uri::Sip { secure: true, .. }));
         let t = Uri::parse("tel:+7-912-345-67-89;phone-context=+7").unwrap();
         assert_eq!(t.user(), Some("+7-912-345-67-89"));
-        assert_eq!(Uri::parse("sip:%2B79123456789@h").unwrap().user(), Some("+79123456789"));
+        assert_eq!(
+            Uri::parse("sip:%2B79123456789@h").unwrap().user(),
+            Some("+79123456789")
+        );
         assert_eq!(Uri::parse("sip:h.example").unwrap().user(), None);
         assert!(matches!(Uri::parse("mailto:a@b"), Some(Uri::Other(_))));
         assert!(Uri::parse("nocolon").is_none());

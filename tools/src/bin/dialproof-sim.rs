@@ -115,7 +115,10 @@ fn call(to: &str, from: &str, target: SocketAddr, bind: SocketAddr, withheld: bo
          User-Agent: dialproof-sim\r\n\
          Content-Length: 0\r\n\r\n"
     );
-    println!("calling {to} from {} via {target}", if withheld { "a withheld number" } else { from });
+    println!(
+        "calling {to} from {} via {target}",
+        if withheld { "a withheld number" } else { from }
+    );
     socket.send_to(invite.as_bytes(), target)?;
     let start = Instant::now();
     let mut interval = T1;
@@ -140,7 +143,14 @@ fn call(to: &str, from: &str, target: SocketAddr, bind: SocketAddr, withheld: bo
         socket.set_read_timeout(Some(wait.max(Duration::from_millis(1))))?;
         let (n, _) = match socket.recv_from(&mut buf) {
             Ok(r) => r,
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => continue,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                continue
+            }
             Err(e) => return Err(e).context("receiving"),
         };
         let Ok(resp) = Message::parse(&buf[..n]) else {
@@ -180,7 +190,10 @@ fn call(to: &str, from: &str, target: SocketAddr, bind: SocketAddr, withheld: bo
 
 fn registrar(listen: SocketAddr, user: &str, password: &str, expires: u32) -> Result<()> {
     let socket = UdpSocket::bind(listen).with_context(|| format!("binding {listen}"))?;
-    println!("registrar on {} for user {user:?}, granting {expires} s", socket.local_addr()?);
+    println!(
+        "registrar on {} for user {user:?}, granting {expires} s",
+        socket.local_addr()?
+    );
     let mut nonces: std::collections::VecDeque<String> = Default::default();
     let mut buf = vec![0u8; 65_536];
     loop {
@@ -197,11 +210,16 @@ fn registrar(listen: SocketAddr, user: &str, password: &str, expires: u32) -> Re
         let reply = match method {
             Method::Register => {
                 let authorized = req.header("Authorization").is_some_and(|auth| {
-                    nonces.iter().any(|nonce| verify(auth, password, "REGISTER", nonce))
+                    nonces
+                        .iter()
+                        .any(|nonce| verify(auth, password, "REGISTER", nonce))
                         && auth.contains(&format!("username=\"{user}\""))
                 });
                 if authorized {
-                    let asked = req.header("Expires").and_then(|e| e.parse::<u32>().ok()).unwrap_or(expires);
+                    let asked = req
+                        .header("Expires")
+                        .and_then(|e| e.parse::<u32>().ok())
+                        .unwrap_or(expires);
                     let granted = asked.min(expires);
                     let contact = req.header("Contact").unwrap_or("");
                     println!("REGISTER from {src}: authorized, expires {granted}");
@@ -224,7 +242,13 @@ fn registrar(listen: SocketAddr, user: &str, password: &str, expires: u32) -> Re
                     println!("REGISTER from {src}: challenged");
                     let challenge =
                         format!("Digest realm=\"dialproof-sim\", nonce=\"{nonce}\", qop=\"auth\", algorithm=MD5");
-                    build_response(&req, &vias, 401, Some(&tag), &[("WWW-Authenticate", &challenge)])
+                    build_response(
+                        &req,
+                        &vias,
+                        401,
+                        Some(&tag),
+                        &[("WWW-Authenticate", &challenge)],
+                    )
                 }
             }
             Method::Options => build_response(&req, &vias, 200, Some(&tag), &[]),

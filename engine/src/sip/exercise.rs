@@ -1,0 +1,75 @@
+//! One entry point that pushes arbitrary bytes through every parser on the
+//! SIP edge, for the fuzz target (`engine/fuzz`, `sip_parse`) and the
+//! deterministic never-panics test (`engine/tests/sip_never_panics.rs`).
+//!
+//! Not for: production paths (nothing calls it outside those two).
+
+use super::digest::{verify, Challenge};
+use super::identity::{caller, dialled_number};
+use super::message::{Message, Via};
+use super::number::{to_e164, Region};
+use super::register::{Registration, RegistrationConfig};
+use super::server::{Endpoint, Event};
+use super::uri::NameAddr;
+use super::Instant;
+use std::net::SocketAddr;
+
+/// Parses `bytes` as a datagram and, when it parses, reads every field the
+/// service reads from it; also feeds it to a server endpoint and a
+/// registration client and runs their timers. Must never panic.
+pub fn exercise(bytes: &[u8]) {
+    let src = SocketAddr::from(([192, 0, 2, 7], 5060));
+    let mut endpoint = Endpoint::new(1);
+    let now = Instant(1_000);
+    if let Ok(Event::Invite { id, .. }) = endpoint.handle_datagram(now, src, bytes) {
+        endpoint.respond(now, id, 603);
+    }
+    // The same bytes again: the retransmission paths.
+    let _ = endpoint.handle_datagram(now, src, bytes);
+    let _ = endpoint.poll_timeout();
+    endpoint.handle_timeout(Instant(100_000));
+    while endpoint.poll_transmit().is_some() {}
+
+    let Ok(msg) = Message::parse(bytes) else {
+        return;
+    };
+    let regions = [
+        Region::parse("RU"),
+        Region::parse("GB"),
+        Region::parse("US"),
+    ];
+    for region in regions.into_iter().flatten() {
+        let _ = dialled_number(&msg, region);
+        let _ = caller(&msg, region, true);
+        let _ = caller(&msg, region, false);
+        for h in &msg.headers {
+            let _ = to_e164(&h.value, region);
+        }
+    }
+    for h in &msg.headers {
+        let _ = NameAddr::parse(&h.value);
+        let _ = Via::parse(&h.value);
+        let _ = Challenge::parse(&h.value);
+        let _ = verify(&h.value, "p", "REGISTER", "n");
+    }
+    if let Some(via) = msg.top_via() {
+        let _ = via.stamped(src);
+        let _ = via.response_target(src);
+    }
+    let mut reg = Registration::new(
+        RegistrationConfig {
+            registrar: src,
+            domain: "example.invalid".into(),
+            username: "u".into(),
+            auth_username: None,
+            password: "p".into(),
+            expires_seconds: 60,
+            local: SocketAddr::from(([192, 0, 2, 8], 5060)),
+        },
+        1,
+    );
+    reg.start(now);
+    let _ = reg.handle_response(now, &msg);
+    let _ = reg.handle_timeout(Instant(50_000));
+    while reg.poll_transmit().is_some() {}
+}

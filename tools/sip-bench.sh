@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# INVITE-to-final-response throughput and latency of the release binary,
+# with sipp as the provider's gateway over loopback UDP.
+#
+#   bash tools/sip-bench.sh            # defaults below
+#   RATE=3000 CALLS=30000 LEASED=2000 bash tools/sip-bench.sh
+#
+# Two runs against one server:
+#  1. "unleased": CALLS calls at RATE/s to a configured number that is not
+#     leased: the whole SIP path (parse, source check, lease lookup, 100,
+#     603, ACK absorbed) without a database write.
+#  2. "leased": LEASED verifications are created over HTTPS first (the
+#     line has exactly LEASED numbers, so every one is leased), then one
+#     call to each number at RATE/s: each INVITE completes a verification
+#     through the group-commit writer before its 603 goes out.
+# sipp measures each call from its INVITE to the final response (rtd);
+# the script prints the rate achieved and latency percentiles.
+# Needs sipp (apt-get install sip-tester) and curl.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+RATE=${RATE:-2000}
+CALLS=${CALLS:-20000}
+LEASED=${LEASED:-2000}
+START=74950000000
+
+command -v sipp >/dev/null || { echo "sipp missing: apt-get install sip-tester" >&2; exit 1; }
+cargo build --release -q -p dialproof
+BIN=$PWD/target/release/dialproof
+DIR=$(mktemp -d /tmp/dialproof-sip-bench.XXXXXX)
+trap 'kill "$SERVER" 2>/dev/null || true; wait 2>/dev/null || true' EXIT
+
+cat > "$DIR/dialproof.toml" <<EOF
+[server]
+https_listen = "127.0.0.1:0"
+[storage]
+data_dir = "$DIR/data"
+[sip]
+listen = "127.0.0.1:0"
+[[lines]]
+name = "bench"
+mode = "always_up"
+provider_addresses = ["127.0.0.1"]
+numbers = [ { range_start = "+$START", count = $LEASED, pool = "domestic" } ]
+EOF
+
+DIALPROOF_LOG=info "$BIN" --config "$DIR/dialproof.toml" serve > "$DIR/stdout" 2> "$DIR/stderr" &
+SERVER=$!
+for _ in $(seq 100); do grep -q READY "$DIR/stdout" && break; sleep 0.1; done
+READY=$(head -1 "$DIR/stdout")
+HTTPS=$(sed -n 's/.*https=\([^ ]*\).*/\1/p' <<< "$READY")
+SIP=$(sed -n 's/.*sip=\([^ ]*\).*/\1/p' <<< "$READY")
+echo "server: $READY"
+
+# The scenario: tests/sipp/call.xml with its placeholders filled.
+sed -e 's/{{FROM_HEADER}}/<sip:89161234567@[local_ip]:[local_port]>/' \
+    -e 's/{{HEADERS}}/X-Bench: 1/' -e 's/{{CODE}}/603/' \
+    tests/sipp/call.xml > "$DIR/call.xml"
+sed -e 's/\[service\]/[field0]/g' "$DIR/call.xml" > "$DIR/call_csv.xml"
+
+run_sipp() { # name, extra args...
+  local name=$1; shift
+  (cd "$DIR" && sipp "$SIP" -nostdin -buff_size 4194304 -r "$RATE" -rp 1000 \
+      -i 127.0.0.1 -p $((20000 + RANDOM % 20000)) -trace_rtt -rtt_freq 1 -timeout 120s "$@" > "$name.out" 2>&1) || true
+  local rtt
+  rtt=$(ls -t "$DIR"/*_rtt.csv | head -1)
+  echo "== $name"
+  grep -E "Successful call|Failed call|Call Rate|Elapsed" "$DIR/$name.out" | tail -4 | sed 's/^/   /'
+  # rtt.csv: Date_ms;response_time_ms;rtd_no, whole milliseconds (sipp's
+  # clock tick), so "0 ms" means under a millisecond.
+  tail -n +2 "$rtt" | cut -d';' -f2 | sort -g | awk '
+    { v[NR] = $1; if ($1 < 1) under++ }
+    END { if (NR == 0) { print "   no samples"; exit }
+          printf "   INVITE->final over %d calls: %.2f%% under 1 ms; p50 %d ms, p99 %d ms, p99.9 %d ms, max %d ms\n",
+            NR, 100 * under / NR, v[int(NR*0.5)+1], v[int(NR*0.99)+1], v[int(NR*0.999)+1], v[NR] }'
+  mv "$rtt" "$DIR/$name.rtt.csv"
+}
+
+# 1. Unleased: a number of the line no verification holds (none yet).
+run_sipp unleased -sf call.xml -s "+$START" -m "$CALLS"
+
+# 2. Leased: create one verification per number, then call each once.
+"$BIN" --config "$DIR/dialproof.toml" company create --name bench > /dev/null
+TOKEN=$("$BIN" --config "$DIR/dialproof.toml" key create --company 1 --label bench \
+  | sed -n 's/.*token (shown once): //p')
+"$BIN" --config "$DIR/dialproof.toml" key set-limit "${TOKEN:9:8}" 100000 > /dev/null
+# One curl config block per create; `next` resets options, so every block
+# names its own certificate and output.
+{
+  for i in $(seq "$LEASED"); do
+    [ "$i" -gt 1 ] && echo next
+    printf 'url = "https://%s/api/v1/verifications/"\n' "$HTTPS"
+    printf 'header = "Authorization: Bearer %s"\nheader = "Content-Type: application/json"\n' "$TOKEN"
+    printf 'data = "{\\"phone\\":\\"+79123456789\\",\\"webhook_url\\":\\"https://93.184.216.34/hook\\",\\"ttl_seconds\\":600}"\n'
+    printf 'cacert = "%s"\noutput = "/dev/null"\nwrite-out = "%%{http_code}\\n"\nsilent\n' "$DIR/data/tls/cert.pem"
+  done
+} > "$DIR/creates.curl"
+CREATED=$(curl --parallel --parallel-max 32 -K "$DIR/creates.curl" | grep -c '^201$' || true)
+echo "created $CREATED of $LEASED verifications"
+{ echo SEQUENTIAL; for i in $(seq 0 $((LEASED - 1))); do echo "+$((START + i))"; done; } > "$DIR/numbers.csv"
+run_sipp leased -sf call_csv.xml -inf numbers.csv -m "$LEASED"
+echo "completed by calls: $(grep -c 'call completed' "$DIR/stderr" || true) (logged at info; see counters below)"
+kill -TERM "$SERVER"; wait "$SERVER" || true
+grep -o 'sip_invites=[^"]*' "$DIR/stderr" | tail -1
+grep -o 'completed [0-9]*' "$DIR/stderr" | tail -1
+echo "files: $DIR"
