@@ -27,7 +27,7 @@ pub struct App {
     pub keys: KeyCache,
     pub limiters: RateLimiters,
     pub resolver: Resolver,
-    pub expiry: Sender<(UnixMillis, String)>,
+    pub expiry: Sender<crate::timers::Expiry>,
     pub metrics: Metrics,
     pub config: RwLock<Arc<Config>>,
     pub stop: Arc<AtomicBool>,

@@ -216,17 +216,17 @@ fn recover(app: &Arc<App>) -> Result<()> {
 /// configuration reloads (SIGHUP).
 fn control_loop(app: &Arc<App>, config_path: Option<&std::path::Path>, hup: &AtomicBool) {
     let mut dedicated = app.keys.dedicated_numbers();
+    let mut last_poll = std::time::Instant::now();
     while !app.stopping() {
         std::thread::sleep(Duration::from_millis(100));
         if app.stopping() {
             break;
         }
-        static TICK: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let tick = TICK.fetch_add(1, Ordering::Relaxed);
         let reload_config = hup.swap(false, Ordering::AcqRel);
-        if tick % (CONTROL_POLL.as_millis() as u64 / 100) != 0 && !reload_config {
+        if last_poll.elapsed() < CONTROL_POLL && !reload_config {
             continue;
         }
+        last_poll = std::time::Instant::now();
         if let Err(e) = app.keys.refresh_if_changed() {
             tracing::warn!(error = %e, "refreshing keys failed");
         }

@@ -26,18 +26,21 @@ const IDLE_WAKE: Duration = Duration::from_millis(500);
 /// Delay before re-queueing an expiry the writer could not take.
 const RETRY_DELAY_MS: i64 = 1000;
 
-pub fn channel() -> (Sender<(UnixMillis, String)>, Receiver<(UnixMillis, String)>) {
+/// A pending verification's expiry moment and id.
+pub type Expiry = (UnixMillis, String);
+
+pub fn channel() -> (Sender<Expiry>, Receiver<Expiry>) {
     bounded(EXPIRY_CHANNEL_MAX)
 }
 
-pub fn spawn(app: Arc<App>, rx: Receiver<(UnixMillis, String)>) -> std::io::Result<()> {
+pub fn spawn(app: Arc<App>, rx: Receiver<Expiry>) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("expiry".into())
         .spawn(move || run(app, rx))
         .map(|_| ())
 }
 
-fn run(app: Arc<App>, rx: Receiver<(UnixMillis, String)>) {
+fn run(app: Arc<App>, rx: Receiver<Expiry>) {
     let mut queue: ExpiryQueue<String> = ExpiryQueue::new();
     loop {
         if app.stopping() {

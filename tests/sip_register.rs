@@ -1,7 +1,8 @@
-//! Line registration over real UDP, with sipp as the provider's registrar:
+//! Line state over real UDP, with sipp as the provider: registration with
 //! digest authentication (with and without `qop=auth`), refreshes, the
-//! loss of registration (503 on create, pending verifications `failed`)
-//! and `Expires: 0` at shutdown.
+//! loss of registration (503 on create, pending verifications `failed`),
+//! `Expires: 0` at shutdown, and an IP-authenticated line whose OPTIONS
+//! pings stop being answered.
 
 mod common;
 mod common_sip;
@@ -148,6 +149,41 @@ fn a_line_that_never_registers_withholds_its_numbers() {
     let provider: SocketAddr = format!("127.0.0.1:{}", free_udp_port()).parse().unwrap();
     let server = Server::start(&sip_config(&register_line(provider, 2, USER, PASSWORD)));
     let token = server.new_client("Acme");
+    let r = server.create(&token, &body(RU_PHONE));
+    assert_eq!(r.status, 503, "{}", r.text());
+}
+
+#[test]
+fn an_ip_auth_line_goes_down_when_its_pings_go_unanswered() {
+    let dir = workdir();
+    let port = free_udp_port();
+    let sf = scenario(dir.path(), "options_uas.xml", &[]);
+    let provider = spawn_uas(dir.path(), &sf, port);
+    std::thread::sleep(Duration::from_millis(300));
+    let line = format!(
+        "[[lines]]\nname = \"ip\"\nmode = \"ip_auth\"\nprovider = \"127.0.0.1:{port}\"\n\
+         ping_interval_seconds = 1\nping_failures_max = 1\n\
+         numbers = [ {{ range_start = \"+{LINE_START}\", count = 2, pool = \"domestic\" }} ]\n"
+    );
+    let server = Server::start(&sip_config(&line));
+    let token = server.new_client("Acme");
+    // Up from the start: an IP trunk needs no registration.
+    let v = server.create_ok(&token, &body(RU_PHONE));
+    let id = v["verification_id"].as_str().unwrap().to_owned();
+    // Two pings answered, then the provider is gone.
+    let out = wait_output(provider, SIPP_TIMEOUT);
+    assert_sipp_ok(&out, dir.path(), &server);
+    wait_log(
+        &server,
+        "provider stopped answering pings",
+        Duration::from_secs(15),
+    );
+    let failed = poll(Duration::from_secs(5), || {
+        let v = server.get(&token, &id).json();
+        (v["status"] == "failed").then_some(v)
+    })
+    .unwrap_or_else(|| panic!("verification not failed; logs:\n{}", server.logs()));
+    assert_eq!(failed["status"], "failed");
     let r = server.create(&token, &body(RU_PHONE));
     assert_eq!(r.status, 503, "{}", r.text());
 }

@@ -43,7 +43,7 @@ fn route(path: &str) -> Routed<'_> {
         let mut s = String::with_capacity(p.len() + 1);
         s.push_str(p);
         s.push('/');
-        matches!(route_exact(&s), Some(_))
+        route_exact(&s).is_some()
     };
     if let Some(file) = path.strip_prefix(DOCS) {
         return Routed::Docs(file);

@@ -305,16 +305,24 @@ impl Driver {
                 .chain(self.delayed.front().map(|(at, _, _)| *at))
                 .min();
             let wait = next.map_or(IDLE_WAKE, |at| at.since(now).min(IDLE_WAKE));
-            match rx.recv_timeout(wait) {
-                Ok(input) => {
-                    self.handle(input);
-                    // Take whatever else is queued before running timers.
-                    while let Ok(input) = rx.try_recv() {
-                        self.handle(input);
-                    }
+            // A timer already due: only take what is queued. (may's
+            // `recv_timeout` with a zero duration waits for the next
+            // message instead of returning at once.)
+            let first = if wait.is_zero() {
+                rx.try_recv().ok()
+            } else {
+                match rx.recv_timeout(wait) {
+                    Ok(input) => Some(input),
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => None,
+                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
                 }
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+            };
+            if let Some(input) = first {
+                self.handle(input);
+                // Take whatever else is queued before running timers.
+                while let Ok(input) = rx.try_recv() {
+                    self.handle(input);
+                }
             }
             self.run_timers();
         }

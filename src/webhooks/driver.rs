@@ -47,6 +47,9 @@ pub const TIMERS_MAX: usize = 100_000;
 const WAKE_BATCH_MAX: usize = 1024;
 /// Attempts to one receiver (scheme, host and port) at once.
 pub const PER_RECEIVER_IN_FLIGHT_MAX: usize = 8;
+/// Attempts dispatched and not yet recorded, in all: queued, being sent, or
+/// waiting for the writer. This also bounds the senders' report channel.
+pub const IN_FLIGHT_MAX: usize = 4 * SEND_QUEUE_MAX;
 /// After an attempt could not be recorded (storage busy or failing), the
 /// delivery waits this long before it is sent again, rather than hammering
 /// the receiver while the database is unwell.
@@ -193,7 +196,10 @@ impl Driver {
         }
         let host_key = receiver_key(&row.url);
         let busy = self.per_receiver.get(&host_key).copied().unwrap_or(0);
-        if busy >= PER_RECEIVER_IN_FLIGHT_MAX || self.jobs.len() >= SEND_QUEUE_MAX {
+        if busy >= PER_RECEIVER_IN_FLIGHT_MAX
+            || self.jobs.len() >= SEND_QUEUE_MAX
+            || self.in_flight.len() >= IN_FLIGHT_MAX
+        {
             self.skipped_for_capacity = true;
             return;
         }

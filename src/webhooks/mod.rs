@@ -13,7 +13,7 @@
 //!
 //! Limits: [`SEND_QUEUE_MAX`] queued attempts, `webhooks.sender_threads`
 //! senders (default 32), `driver::PER_RECEIVER_IN_FLIGHT_MAX` attempts per
-//! receiver, response bodies read up to
+//! receiver and `driver::IN_FLIGHT_MAX` in all, response bodies read up to
 //! `dialproof_storage::RESPONSE_BODY_LOG_BYTES_MAX`, 10 s per attempt.
 //!
 //! Not for: building payloads or signatures (`dialproof_engine::webhook`),

@@ -25,7 +25,7 @@ use dialproof_engine::ssrf;
 use dialproof_engine::time::UnixMillis;
 use dialproof_engine::webhook::signature_header;
 use dialproof_engine::webhook_retry::{
-    classify, AttemptOutcome, Next, Schedule, RESPONSE_TIMEOUT_MS,
+    classify, AttemptOutcome, Next, Schedule, Verdict, RESPONSE_TIMEOUT_MS,
 };
 use dialproof_storage::{
     CompanyRow, DeliveryRow, DeliveryState, NewAttempt, WriteOp, RESPONSE_BODY_LOG_BYTES_MAX,
@@ -142,19 +142,18 @@ fn attempt(app: &App, agents: &Agents, schedule: &Schedule, job: Job, done: &Sen
         Next::RetryAt(at) => (DeliveryState::Pending, Some(at)),
         Next::Dead => (DeliveryState::Dead, None),
     };
-    // A late 2xx has a status but failed all the same: say why.
+    // A failure with a status says why it is one (a 3xx or late 2xx is an
+    // answer, but not a delivery).
     let error = exchange.error.or_else(|| match (&outcome, verdict) {
-        (
-            AttemptOutcome::Response { status, .. },
-            dialproof_engine::webhook_retry::Verdict::Failed,
-        ) if (200..300).contains(status) => Some(format!(
-            "answered after {} ms, over the {RESPONSE_TIMEOUT_MS} ms limit",
-            exchange.elapsed_ms
-        )),
-        (
-            AttemptOutcome::Response { status, .. },
-            dialproof_engine::webhook_retry::Verdict::Failed,
-        ) => Some(format!(
+        (AttemptOutcome::Response { status, .. }, Verdict::Failed)
+            if (200..300).contains(status) =>
+        {
+            Some(format!(
+                "answered after {} ms, over the {RESPONSE_TIMEOUT_MS} ms limit",
+                exchange.elapsed_ms
+            ))
+        }
+        (AttemptOutcome::Response { status, .. }, Verdict::Failed) => Some(format!(
             "HTTP {status} is not a 2xx (redirects are not followed)"
         )),
         _ => None,
@@ -188,7 +187,7 @@ fn attempt(app: &App, agents: &Agents, schedule: &Schedule, job: Job, done: &Sen
         let (delivery_id, host_key) = (job.delivery.id, job.host_key.clone());
         move |result: Result<(), String>| {
             // Unbounded channel: the writer thread never waits here. Its
-            // length is bounded by the attempts in flight.
+            // length is bounded by the attempts in flight (IN_FLIGHT_MAX).
             let _ = done.send(Internal::Recorded {
                 delivery_id,
                 host_key,
