@@ -66,7 +66,7 @@ fn bench(c: &mut Criterion) {
             }
             let _ = ep.handle_datagram(now, src, &request("ACK", n));
             // Timer I (5 s of virtual time at 1 ms a call) ends the old ones.
-            if n % 1024 == 0 {
+            if n.is_multiple_of(1024) {
                 ep.handle_timeout(now);
             }
         }

@@ -319,3 +319,24 @@ fn options_get_200_and_garbage_is_dropped() {
     );
     assert!(s.server.logs().contains("READY"));
 }
+
+#[test]
+fn a_possibly_forged_source_gets_exactly_one_403() {
+    let s = setup(603);
+    let (id, dial) = s.pending();
+    let addr = sip_addr(&s.server);
+    let sock = UdpSocket::bind("127.0.0.2:0").unwrap();
+    let local = sock.local_addr().unwrap();
+    let invite = format!(
+        "INVITE sip:{dial}@{addr} SIP/2.0\r\n\
+         Via: SIP/2.0/UDP {local};branch=z9hG4bKforged1;rport\r\n\
+         From: <sip:89161234567@{local}>;tag=x\r\nTo: <sip:{dial}@{addr}>\r\n\
+         Call-ID: forged-1\r\nCSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n"
+    );
+    // No 100 and no Timer G: one datagram back for one (Timer G would
+    // have repeated the 403 at 0.5 s).
+    let got = exchange(&sock, addr, &invite, 0, Duration::from_millis(1200));
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(got[0].0.starts_with("SIP/2.0 403"), "{got:?}");
+    assert_eq!(s.get(&id)["status"], "pending");
+}

@@ -33,6 +33,9 @@ use std::sync::Arc;
 
 /// What to do with an INVITE now.
 pub enum Verdict {
+    /// From an address no line trusts (possibly forged): answer this once,
+    /// keep no transaction, never retransmit.
+    Untrusted(u16),
     /// Send this final response at once.
     Reject(u16),
     /// A transition was queued; its reply will call the decision callback.
@@ -57,7 +60,7 @@ pub fn on_invite(
     if trusted.is_empty() {
         SipStats::inc(&stats.rejected_untrusted_source);
         tracing::warn!(%src, call_id, "INVITE from an address that is no line's provider; 403");
-        return Verdict::Reject(403);
+        return Verdict::Untrusted(403);
     }
     // The number as each trusting line reads it (their regions may differ),
     // and its live lease if any.

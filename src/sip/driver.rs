@@ -33,6 +33,10 @@ use std::time::Duration;
 pub const INBOUND_QUEUE_MAX: usize = 16_384;
 /// The longest the driver sleeps without looking at the stop flag.
 const IDLE_WAKE: Duration = Duration::from_millis(200);
+/// Requested kernel buffer of the SIP socket, each way. The default
+/// (~200 KiB) overflows in bursts of a few thousand INVITEs a second; the
+/// kernel caps the request at `net.core.rmem_max`/`wmem_max`.
+pub const SOCKET_BUFFER_BYTES: usize = 4 * 1024 * 1024;
 /// How long the receive coroutine blocks before looking at the stop flag.
 const RECV_WAKE: Duration = Duration::from_millis(200);
 /// How long shutdown waits for the registrars to answer `Expires: 0`.
@@ -112,6 +116,15 @@ pub fn spawn(app: &Arc<App>, config: &Config) -> Result<Option<SipHandle>> {
         UdpSocket::bind(sip.listen).with_context(|| format!("binding SIP on {}", sip.listen))?;
     let addr = socket.local_addr()?;
     socket.set_read_timeout(Some(RECV_WAKE))?;
+    let sock = socket2::SockRef::from(socket.inner());
+    // Best effort: a smaller buffer only means drops under bursts.
+    let _ = sock.set_recv_buffer_size(SOCKET_BUFFER_BYTES);
+    let _ = sock.set_send_buffer_size(SOCKET_BUFFER_BYTES);
+    tracing::debug!(
+        recv = sock.recv_buffer_size().unwrap_or(0),
+        send = sock.send_buffer_size().unwrap_or(0),
+        "sip socket buffers"
+    );
     let socket = Arc::new(socket);
     let clock = Clock::new();
     let seed: u64 = rand::random();
@@ -373,10 +386,14 @@ impl Driver {
                     let _ = tx.send(Input::Decision(id, code));
                 });
                 match on_invite(&self.app, src, &message, at, decide) {
+                    Verdict::Untrusted(code) => {
+                        self.endpoint.respond_stateless(id, code);
+                    }
                     Verdict::Reject(code) => {
                         self.endpoint.respond(now, id, code);
                     }
-                    Verdict::Pending => {}
+                    // The final waits for a commit: tell the caller we have it.
+                    Verdict::Pending => self.endpoint.trying(id),
                 }
             }
             Event::Cancelled { id } => {

@@ -22,8 +22,15 @@ pub fn exercise(bytes: &[u8]) {
     let mut endpoint = Endpoint::new(1);
     let now = Instant(1_000);
     if let Ok(Event::Invite { id, .. }) = endpoint.handle_datagram(now, src, bytes) {
+        endpoint.trying(id);
         endpoint.respond(now, id, 603);
     }
+    // The stateless answer, on a fresh endpoint.
+    let mut stateless = Endpoint::new(2);
+    if let Ok(Event::Invite { id, .. }) = stateless.handle_datagram(now, src, bytes) {
+        stateless.respond_stateless(id, 403);
+    }
+    while stateless.poll_transmit().is_some() {}
     // The same bytes again: the retransmission paths.
     let _ = endpoint.handle_datagram(now, src, bytes);
     let _ = endpoint.poll_timeout();

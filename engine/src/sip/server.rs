@@ -5,21 +5,30 @@
 //! [`Endpoint::handle_datagram`] and wakes it at [`Endpoint::poll_timeout`]
 //! with [`Endpoint::handle_timeout`]; it sends what
 //! [`Endpoint::poll_transmit`] yields. A new INVITE comes out as
-//! [`Event::Invite`] after the endpoint has queued `100 Trying`; the
-//! application decides and calls [`Endpoint::respond`] (possibly much
-//! later, after a database commit). From then on the endpoint owns the
-//! transaction:
+//! [`Event::Invite`]; the application decides and either answers at once
+//! or calls [`Endpoint::trying`] (`100 Trying`, RFC 3261 s17.2.1: needed
+//! only when the final may take longer) and [`Endpoint::respond`] later,
+//! after a database commit. A final sent at once needs no 100, so a stray
+//! INVITE costs one datagram back, not two. From then on the endpoint owns
+//! the transaction:
 //!
 //! - the final response is retransmitted on Timer G (T1, doubling, capped
 //!   at T2) until the ACK or Timer H (64*T1);
-//! - a retransmitted INVITE is answered with the latest response and never
-//!   surfaces as a second [`Event::Invite`], so a call completes once;
+//! - a retransmitted INVITE is answered with the latest response (100 while
+//!   undecided) and never surfaces as a second [`Event::Invite`], so a call
+//!   completes once;
 //! - the ACK is absorbed (Timer I = T4 then ends the transaction);
 //! - a CANCEL is answered 200, and if no final response went out yet the
 //!   INVITE gets 487 and the application's later `respond` is ignored;
 //! - OPTIONS gets 200; a BYE (we never establish a dialog) 481; other
 //!   methods 405. Non-INVITE answers are cached for Timer J (64*T1) so a
 //!   retransmission gets the same bytes.
+//!
+//! [`Endpoint::respond_stateless`] answers once and forgets the
+//! transaction: for INVITEs from addresses we do not trust, which may be
+//! spoofed. Retransmitting a 403 on Timer G to a forged source would make
+//! us an amplifier (eleven datagrams for one), and keeping their state
+//! would let a flood fill the transaction table.
 //!
 //! Responses go where RFC 3261 s18.2.2 and RFC 3581 say (the Via
 //! `received`/`rport` address, see [`Via::response_target`]).
@@ -63,8 +72,9 @@ pub struct Transmit {
 
 #[derive(Debug)]
 pub enum Event {
-    /// A new INVITE, `100 Trying` already queued. Answer it with
-    /// [`Endpoint::respond`].
+    /// A new INVITE, nothing sent yet. Answer it with [`Endpoint::respond`]
+    /// or [`Endpoint::respond_stateless`]; call [`Endpoint::trying`] first
+    /// if the answer will not be immediate.
     Invite {
         id: TxId,
         src: SocketAddr,
@@ -103,7 +113,8 @@ struct Key {
 
 #[derive(Debug)]
 enum State {
-    /// Waiting for the application; `trying` is re-sent on retransmission.
+    /// Waiting for the application; `trying` is sent by
+    /// [`Endpoint::trying`] and on every retransmitted INVITE.
     Proceeding {
         request: Box<Message>,
         trying: Vec<u8>,
@@ -251,7 +262,6 @@ impl Endpoint {
         }
         let to_tag = self.rng.hex();
         let trying = build_response(&message, &vias, 100, None, &[]);
-        self.send(target, trying.clone());
         let id = self.next_id;
         self.next_id += 1;
         let message = Box::new(message);
@@ -273,6 +283,40 @@ impl Endpoint {
         self.by_key.insert(key, id);
         self.timers.push(Reverse((deadline, id)));
         Ok(Event::Invite { id, src, message })
+    }
+
+    /// Sends `100 Trying` for INVITE `id` if it still waits for a final
+    /// response: the application will take a while (a commit) to answer.
+    pub fn trying(&mut self, id: TxId) {
+        if let Some(tx) = self.invites.get(&id) {
+            if let State::Proceeding { trying, .. } = &tx.state {
+                let (to, bytes) = (tx.target, trying.clone());
+                self.send(to, bytes);
+            }
+        }
+    }
+
+    /// Sends the final response `code` for INVITE `id` once and forgets the
+    /// transaction (no Timer G, no state): for sources that may be forged.
+    /// A retransmitted INVITE comes out as a new [`Event::Invite`] and is
+    /// answered again, one datagram for one.
+    pub fn respond_stateless(&mut self, id: TxId, code: u16) -> bool {
+        let code = if (300..=699).contains(&code) {
+            code
+        } else {
+            500
+        };
+        let Some(tx) = self.invites.get(&id) else {
+            return false;
+        };
+        let State::Proceeding { request, .. } = &tx.state else {
+            return false;
+        };
+        let bytes = build_response(request, &tx.vias, code, Some(&tx.to_tag), &[]);
+        let to = tx.target;
+        self.remove(id);
+        self.send(to, bytes);
+        true
     }
 
     /// Sends the final response `code` (300..=699) for INVITE `id`. Returns
@@ -537,9 +581,13 @@ mod tests {
             .collect()
     }
 
+    /// A new INVITE the application will answer later (so it sends 100).
     fn invite(ep: &mut Endpoint, now: Instant) -> TxId {
         match ep.handle_datagram(now, src(), &request("INVITE", "z9hG4bKa")) {
-            Ok(Event::Invite { id, .. }) => id,
+            Ok(Event::Invite { id, .. }) => {
+                ep.trying(id);
+                id
+            }
             other => panic!("{other:?}"),
         }
     }
@@ -692,6 +740,34 @@ mod tests {
         assert_eq!(codes(&mut ep), vec![(200, Method::Options)]);
         ep.handle_timeout(t0.plus(TIMER_H));
         assert_eq!(ep.poll_timeout(), None);
+    }
+
+    #[test]
+    fn an_immediate_answer_needs_no_100_and_a_stateless_one_no_state() {
+        let mut ep = Endpoint::new(1);
+        let t0 = Instant(0);
+        let Ok(Event::Invite { id, .. }) =
+            ep.handle_datagram(t0, src(), &request("INVITE", "z9hG4bKs"))
+        else {
+            panic!()
+        };
+        assert!(ep.respond_stateless(id, 403));
+        assert_eq!(codes(&mut ep), vec![(403, Method::Invite)]);
+        assert_eq!(ep.invite_transactions(), 0);
+        assert_eq!(ep.poll_timeout(), None, "no Timer G for a forged source");
+        assert!(!ep.respond(t0, id, 603));
+        // A retransmission is a new event, answered one for one.
+        assert!(matches!(
+            ep.handle_datagram(t0, src(), &request("INVITE", "z9hG4bKs")),
+            Ok(Event::Invite { .. })
+        ));
+        // Before any answer, a retransmitted INVITE gets a 100.
+        assert_eq!(
+            ep.handle_datagram(t0, src(), &request("INVITE", "z9hG4bKs"))
+                .unwrap_err(),
+            Dropped::Absorbed
+        );
+        assert_eq!(codes(&mut ep), vec![(100, Method::Invite)]);
     }
 
     #[test]
