@@ -1,7 +1,7 @@
 //! The SIP call path in memory, stage by stage, in one run:
 //! - `parse`: one INVITE datagram through the parsing edge (the baseline);
-//! - `transaction`: parse + the server transaction (100 Trying, the 603,
-//!   the ACK absorbed), responses built, as the driver runs it (each
+//! - `transaction`: parse + the server transaction of a call answered at
+//!   once (the 603, the ACK absorbed), as the driver runs it (each
 //!   iteration also formats its INVITE and ACK, a unique branch apiece);
 //! - `decide`: the above + the dialled number and the caller read and
 //!   normalised (what `src/sip/calls.rs` adds before the writer).

@@ -7,7 +7,7 @@
 #
 # Two runs against one server:
 #  1. "unleased": CALLS calls at RATE/s to a configured number that is not
-#     leased: the whole SIP path (parse, source check, lease lookup, 100,
+#     leased: the whole SIP path (parse, source check, lease lookup,
 #     603, ACK absorbed) without a database write.
 #  2. "leased": LEASED verifications are created over HTTPS first (the
 #     line has exactly LEASED numbers, so every one is leased), then one

@@ -9,7 +9,12 @@
 //! A line going down withholds its numbers at once (`set_line_up` on the
 //! lease table) and fails its pending verifications (`Event::Fail`,
 //! reason [`LINE_DOWN_REASON`]); their numbers stay withheld until the line
-//! is back, since the table only issues numbers of lines that are up.
+//! is back, since the table only issues numbers of lines that are up. The
+//! pending verifications are found through the table's live leases, so a
+//! create that leased a number of the line just before it went down, and
+//! commits just after the failures were queued, stays pending and expires
+//! normally: a window of a commit's length, accepted rather than locking
+//! the create path.
 //!
 //! Not for: registering or pinging (see `driver`), or the configuration
 //! file's syntax (see `crate::config`).
@@ -224,8 +229,12 @@ pub fn set_line_up(app: &Arc<App>, name: &str, up: bool, fail_pending: bool) {
             .collect()
     });
     drop(guard);
+    if !fail_pending {
+        tracing::info!(line = name, up, "sip line starts");
+        return;
+    }
     tracing::warn!(line = name, up, "sip line state changed");
-    if up || !fail_pending {
+    if up {
         return;
     }
     // Every live lease on the line: its verification cannot be completed

@@ -46,10 +46,12 @@ use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::time::Duration;
 
-/// Most INVITE transactions alive at once. At 64*T1 (32 s) of life each
-/// without an ACK this allows ~2000 unacknowledged calls a second; beyond
-/// it new INVITEs get a stateless 503.
-pub const INVITE_TRANSACTIONS_MAX: usize = 65_536;
+/// Most INVITE transactions alive at once; beyond it new INVITEs get a
+/// stateless 503. An acknowledged call lives T4 (5 s) after its ACK and an
+/// unacknowledged one 64*T1 (32 s), so this sustains 50 000 calls a second
+/// that are ACKed, or 8 000 that are not; a confirmed transaction keeps
+/// only its key (~200 bytes), so the table stays under ~100 MiB full.
+pub const INVITE_TRANSACTIONS_MAX: usize = 262_144;
 /// Most cached non-INVITE answers (for retransmissions).
 pub const NON_INVITE_CACHE_MAX: usize = 65_536;
 /// Datagrams queued for sending before the oldest are dropped (UDP may
@@ -358,6 +360,9 @@ impl Endpoint {
         if let Some(tx) = self.invites.get_mut(&id) {
             if matches!(tx.state, State::Completed { .. }) {
                 tx.state = State::Confirmed;
+                // Only the key matters now (to absorb retransmissions).
+                tx.vias = Vec::new();
+                tx.to_tag = String::new();
                 tx.deadline = now.plus(T4);
                 self.timers.push(Reverse((tx.deadline, id)));
             }
@@ -383,6 +388,7 @@ impl Endpoint {
         let to_tag = invite
             .and_then(|id| self.invites.get(&id))
             .map(|tx| tx.to_tag.clone())
+            .filter(|tag| !tag.is_empty()) // A confirmed tx kept no tag.
             .unwrap_or_else(|| self.rng.hex());
         let bytes = build_response(message, &vias, code, Some(&to_tag), &[]);
         let target = via.response_target(src);
