@@ -38,7 +38,7 @@ fn missing_header_or_other_scheme_is_not_authenticated() {
         let what = format!("{method} {path}");
         assert_401(
             &s.request(
-                &method,
+                method,
                 &path,
                 &[("Content-Type", "application/json")],
                 &body,
@@ -52,7 +52,7 @@ fn missing_header_or_other_scheme_is_not_authenticated() {
             format!("Bearer{token}"),
         ] {
             assert_401(
-                &s.request(&method, &path, &[("Authorization", &value)], &body),
+                &s.request(method, &path, &[("Authorization", &value)], &body),
                 NOT_AUTHENTICATED,
                 &format!("{what} with {value:?}"),
             );
@@ -86,14 +86,14 @@ fn malformed_unknown_and_wrong_secret_tokens_are_invalid() {
     ];
     for (method, path, body) in endpoints() {
         assert_401(
-            &s.request(&method, &path, &[("Authorization", "Bearer")], &body),
+            &s.request(method, &path, &[("Authorization", "Bearer")], &body),
             INVALID_KEY,
             &format!("{method} {path} with bare Bearer"),
         );
         for t in &bad_tokens {
             let value = format!("Bearer {t}");
             assert_401(
-                &s.request(&method, &path, &[("Authorization", &value)], &body),
+                &s.request(method, &path, &[("Authorization", &value)], &body),
                 INVALID_KEY,
                 &format!("{method} {path} with {value:?}"),
             );

@@ -223,10 +223,7 @@ mod tests {
             d.completion,
             Some((T0.plus_seconds(20), "+79990001122".into()))
         );
-        assert_eq!(
-            d.webhook,
-            Some((EventType::Completed, T0.plus_seconds(20)))
-        );
+        assert_eq!(d.webhook, Some((EventType::Completed, T0.plus_seconds(20))));
     }
 
     #[test]
@@ -271,7 +268,12 @@ mod tests {
             status: after_call.status,
             expires_at: pending().expires_at,
         };
-        let cancel = apply(state, &Event::Cancel { at: T0.plus_seconds(1) });
+        let cancel = apply(
+            state,
+            &Event::Cancel {
+                at: T0.plus_seconds(1),
+            },
+        );
         assert_eq!(cancel.status, Status::Completed);
         assert!(!cancel.changed);
     }

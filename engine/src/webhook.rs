@@ -78,8 +78,8 @@ pub fn signature_header(unix_seconds: i64, body: &[u8], secrets: &[&str]) -> Str
 /// Lowercase hex HMAC-SHA256 of `"<t>.<body>"` keyed with `secret`.
 pub fn sign(unix_seconds: i64, body: &[u8], secret: &str) -> String {
     // HMAC accepts keys of any length, so construction cannot fail.
-    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes())
-        .expect("HMAC takes keys of any length");
+    let mut mac =
+        Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("HMAC takes keys of any length");
     mac.update(unix_seconds.to_string().as_bytes());
     mac.update(b".");
     mac.update(body);

@@ -131,7 +131,12 @@ impl FieldErrors {
     /// Used when a check that runs after parsing (the SSRF guard) adds an
     /// error to a report that already holds later fields.
     pub fn add_in_field_order(&mut self, field: &str, message: impl Into<String>) {
-        let rank = |f: &str| FIELD_ORDER.iter().position(|x| *x == f).unwrap_or(usize::MAX);
+        let rank = |f: &str| {
+            FIELD_ORDER
+                .iter()
+                .position(|x| *x == f)
+                .unwrap_or(usize::MAX)
+        };
         if self.0.iter().any(|(name, _)| name == field) {
             return self.add(field, message);
         }
@@ -381,7 +386,10 @@ mod field_order_tests {
         let fields: Vec<&str> = e.0.iter().map(|(f, _)| f.as_str()).collect();
         assert_eq!(fields, ["phone", "webhook_url", "ttl_seconds"]);
         e.add_in_field_order("webhook_url", "w2");
-        assert_eq!(e.get("webhook_url"), Some(&["w".to_owned(), "w2".to_owned()][..]));
+        assert_eq!(
+            e.get("webhook_url"),
+            Some(&["w".to_owned(), "w2".to_owned()][..])
+        );
         let mut only_late = FieldErrors::default();
         only_late.add("info", "i");
         only_late.add_in_field_order("phone", "p");
