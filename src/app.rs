@@ -27,6 +27,8 @@ pub struct App {
     pub keys: KeyCache,
     pub limiters: RateLimiters,
     pub resolver: Resolver,
+    /// Threads for CPU-heavy work (password hashing).
+    pub offload: crate::offload::Offload,
     pub expiry: Sender<crate::timers::Expiry>,
     pub metrics: Metrics,
     pub config: RwLock<Arc<Config>>,

@@ -63,6 +63,9 @@ pub enum Command {
     /// API keys.
     #[command(subcommand)]
     Key(KeyCmd),
+    /// Dashboard users (they log in at /api/dashboard/auth/login).
+    #[command(subcommand)]
+    User(UserCmd),
     /// Dial numbers: listing and dedication to one company.
     #[command(subcommand)]
     Number(NumberCmd),
@@ -115,6 +118,19 @@ pub enum KeyCmd {
 }
 
 #[derive(Debug, Subcommand)]
+pub enum UserCmd {
+    /// Create a dashboard user of a company. The password is read from
+    /// standard input (one line), never from the command line, where other
+    /// users of the machine could see it.
+    Create {
+        #[arg(long)]
+        company: i64,
+        #[arg(long)]
+        email: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 pub enum NumberCmd {
     /// Configured numbers with their pool, line and dedication.
     List,
@@ -144,6 +160,7 @@ pub fn run(args: Args) -> Result<()> {
         Command::Company(c) => company(&admin, c, &out),
         Command::Key(k) => key(&admin, k, &out),
         Command::Number(n) => number(&admin, &config, n, &out),
+        Command::User(u) => user(&admin, u, &out),
         Command::Delivery(d) => crate::delivery_cli::run(&admin, d, out.json, now()),
     }
 }
@@ -432,6 +449,41 @@ fn number(admin: &Admin, config: &Config, cmd: NumberCmd, out: &Output) -> Resul
             out.print(json!({"number": number, "dedicated_to": null}), || {
                 format!("{number} returned to the shared pool")
             });
+        }
+    }
+    Ok(())
+}
+
+fn user(admin: &Admin, cmd: UserCmd, out: &Output) -> Result<()> {
+    use crate::sessions::{hash_password, PASSWORD_BYTES_MAX, PASSWORD_CHARS_MIN};
+    match cmd {
+        UserCmd::Create { company, email } => {
+            let email = email.trim().to_lowercase();
+            let plausible = email.len() <= crate::api::login::EMAIL_CHARS_MAX
+                && email
+                    .split_once('@')
+                    .is_some_and(|(l, d)| !l.is_empty() && d.contains('.'));
+            if !plausible {
+                bail!("{email:?} is not an email address");
+            }
+            let mut line = String::new();
+            std::io::stdin()
+                .read_line(&mut line)
+                .context("reading the password from standard input")?;
+            let password = line.trim_end_matches(['\r', '\n']);
+            if password.chars().count() < PASSWORD_CHARS_MIN || password.len() > PASSWORD_BYTES_MAX
+            {
+                bail!(
+                    "the password must have at least {PASSWORD_CHARS_MIN} characters \
+                     (and at most {PASSWORD_BYTES_MAX} bytes)"
+                );
+            }
+            let hash = hash_password(password).map_err(|e| anyhow::anyhow!(e))?;
+            let u = storage(admin.create_user(company, &email, &hash, now()))?;
+            out.print(
+                json!({"id": u.id, "company_id": u.company_id, "email": u.email}),
+                || format!("user {} created for company {}", u.email, u.company_id),
+            );
         }
     }
     Ok(())

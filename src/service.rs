@@ -79,6 +79,7 @@ pub fn run(config_path: Option<PathBuf>) -> Result<()> {
         keys,
         limiters: RateLimiters::default(),
         resolver: Resolver::start()?,
+        offload: crate::offload::Offload::start()?,
         expiry: expiry_tx,
         metrics: Metrics::default(),
         config: RwLock::new(Arc::new(config.clone())),

@@ -5,6 +5,7 @@
 //! Not for: HTTP framing (`crate::http`) or business decisions (the engine).
 
 mod auth;
+pub mod login;
 pub mod texts;
 mod verifications;
 pub(crate) mod webhook_guard;
@@ -12,6 +13,7 @@ pub(crate) mod webhook_guard;
 use crate::app::App;
 use crate::http::{Request, Response};
 use crate::metrics::Metrics;
+use crate::sessions;
 use dialproof_engine::ratelimit::{throttled_detail, Decision};
 
 /// The resource a path names.
@@ -27,6 +29,8 @@ enum Route<'a> {
 #[derive(Debug, PartialEq, Eq)]
 enum Routed<'a> {
     Api(Route<'a>),
+    /// Dashboard login (internal).
+    Login,
     /// The explorer page or one of its files (public: no data in them).
     Docs(&'a str),
     /// The path names a resource but lacks its trailing slash.
@@ -37,6 +41,7 @@ enum Routed<'a> {
 const COLLECTION: &str = "/api/v1/verifications/";
 const SCHEMA: &str = "/api/schema/";
 const DOCS: &str = "/api/docs/";
+const LOGIN: &str = "/api/dashboard/auth/login";
 
 fn route(path: &str) -> Routed<'_> {
     let with_slash = |p: &str| -> bool {
@@ -47,6 +52,11 @@ fn route(path: &str) -> Routed<'_> {
     };
     if let Some(file) = path.strip_prefix(DOCS) {
         return Routed::Docs(file);
+    }
+    // The spec names this path without a slash; both spellings are served
+    // (a redirect would lose a POST body in most clients).
+    if path == LOGIN || path.strip_suffix('/') == Some(LOGIN) {
+        return Routed::Login;
     }
     match route_exact(path) {
         Some(r) => Routed::Api(r),
@@ -85,42 +95,75 @@ pub fn handle(app: &App, req: &Request) -> Response {
             }
             Response::json(301, "{}").with_header("Location", location)
         }
+        Routed::Login => login::login(app, req),
         Routed::Docs(file) => crate::openapi::docs::serve(file)
             .unwrap_or_else(|| Response::detail(404, texts::NOT_FOUND)),
         Routed::NotFound => Response::detail(404, texts::NOT_FOUND),
     }
 }
 
+/// Who is calling: an API key, or a dashboard user's session (the spec's
+/// "authenticated by another mechanism").
+enum Caller {
+    Key(dialproof_storage::KeyRow),
+    Session(dialproof_storage::SessionUser),
+}
+
 fn endpoint(app: &App, req: &Request, route: Route<'_>) -> Response {
     let now = app.now();
-    let key = match auth::authenticate(app, req, now) {
-        Ok(k) => k,
-        Err(resp) => {
-            Metrics::inc(&app.metrics.auth_failures);
-            tracing::debug!(peer = %req.peer, path = %req.path, "authentication failed");
-            return resp;
-        }
+    let caller = match auth::authenticate(app, req, now) {
+        Ok(k) => Caller::Key(k),
+        // With no Authorization header at all, a live dashboard session
+        // authenticates; a bad bearer header is a 401 whatever the cookies.
+        Err(resp) => match req
+            .header("authorization")
+            .is_none()
+            .then(|| sessions::session_user(app, req, now))
+            .flatten()
+        {
+            Some(user) => Caller::Session(user),
+            None => {
+                Metrics::inc(&app.metrics.auth_failures);
+                tracing::debug!(peer = %req.peer, path = %req.path, "authentication failed");
+                return resp;
+            }
+        },
     };
-    let limit = key
-        .rate_limit_per_minute
-        .unwrap_or(dialproof_engine::ratelimit::DEFAULT_LIMIT_PER_MINUTE);
+    // Permission: the verification endpoints take API keys only; a logged-in
+    // dashboard user may read the schema.
+    let (bucket, limit, key) = match caller {
+        Caller::Key(key) => {
+            let limit = key
+                .rate_limit_per_minute
+                .unwrap_or(dialproof_engine::ratelimit::DEFAULT_LIMIT_PER_MINUTE);
+            (key.prefix.clone(), limit, Some(key))
+        }
+        Caller::Session(user) if route == Route::Schema => (
+            format!("user:{}", user.user_id),
+            dialproof_engine::ratelimit::DEFAULT_LIMIT_PER_MINUTE,
+            None,
+        ),
+        Caller::Session(_) => return Response::detail(403, texts::KEY_REQUIRED),
+    };
     if let Decision::Refuse {
         retry_after_seconds,
         blocked,
-    } = app.limiters.check(&key.prefix, now, limit)
+    } = app.limiters.check(&bucket, now, limit)
     {
         Metrics::inc(&app.metrics.throttled);
         if blocked {
-            tracing::warn!(key = %key.prefix, retry_after_seconds, "request from a blocked key");
+            tracing::warn!(caller = %bucket, retry_after_seconds, "request from a blocked caller");
         }
         return Response::detail(429, &throttled_detail(retry_after_seconds))
             .with_header("Retry-After", retry_after_seconds.to_string());
     }
-    if app.limiters.should_touch(key.id, now) {
-        let _ = app.store.submit(dialproof_storage::WriteOp::TouchKey {
-            key_id: key.id,
-            at: now,
-        });
+    if let Some(key) = &key {
+        if app.limiters.should_touch(key.id, now) {
+            let _ = app.store.submit(dialproof_storage::WriteOp::TouchKey {
+                key_id: key.id,
+                at: now,
+            });
+        }
     }
     let allowed = match route {
         Route::Collection | Route::Cancel(_) => "POST",
@@ -130,11 +173,18 @@ fn endpoint(app: &App, req: &Request, route: Route<'_>) -> Response {
         return Response::detail(405, &texts::method_not_allowed(&req.method))
             .with_header("Allow", allowed);
     }
+    if route == Route::Schema {
+        return Response::json(200, crate::openapi::schema_json());
+    }
+    // Only a key gets this far for the verification endpoints (above).
+    let Some(key) = key else {
+        return Response::detail(403, texts::KEY_REQUIRED);
+    };
     match route {
-        Route::Schema => Response::json(200, crate::openapi::schema_json()),
         Route::Collection => verifications::create(app, req, &key, now),
         Route::Item(id) => verifications::read(app, &key, id),
         Route::Cancel(id) => verifications::cancel(app, &key, id, now),
+        Route::Schema => Response::json(200, crate::openapi::schema_json()),
     }
 }
 

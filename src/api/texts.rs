@@ -6,6 +6,8 @@
 pub const NOT_AUTHENTICATED: &str = "Учетные данные не были предоставлены.";
 /// A Bearer token of the wrong format, unknown or revoked.
 pub const INVALID_KEY: &str = "Недействительный API-ключ.";
+/// Authenticated by a dashboard session, not by a key (403).
+pub const KEY_REQUIRED: &str = "Требуется API-ключ.";
 pub const NOT_FOUND: &str = "Страница не найдена.";
 pub const SERVER_ERROR: &str = "Произошла ошибка сервера.";
 /// The 503 body's human-readable `message` (not to be parsed by clients).

@@ -138,6 +138,34 @@ impl Admin {
         get_company(&self.conn, id)
     }
 
+    /// Stores a dashboard user of `company_id`. `password_hash` is already
+    /// an Argon2id PHC string; the password itself never reaches storage.
+    pub fn create_user(
+        &self,
+        company_id: CompanyId,
+        email: &str,
+        password_hash: &str,
+        now: UnixMillis,
+    ) -> Result<crate::UserRow, StorageError> {
+        self.change(|c| {
+            require_company(c, company_id)?;
+            if crate::users::user_by_email(c, email)?.is_some() {
+                return Err(StorageError::Conflict(format!(
+                    "a user with email '{email}' already exists"
+                )));
+            }
+            c.prepare_cached(
+                "INSERT INTO users (company_id, email, password_hash, created_at) \
+                 VALUES (?1, ?2, ?3, ?4)",
+            )?
+            .execute(params![company_id, email, password_hash, now.0])?;
+            let user = crate::users::user_by_email(c, email)?.ok_or_else(|| {
+                StorageError::Corrupt(format!("user '{email}' vanished after insert"))
+            })?;
+            changed(user)
+        })
+    }
+
     /// Stores a new key. `secret_hash` is the engine's hash of the secret;
     /// the secret itself is never stored.
     pub fn create_key(

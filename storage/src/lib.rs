@@ -27,6 +27,7 @@ mod reader;
 mod rows;
 mod schema;
 mod store;
+mod users;
 mod writer;
 
 pub use admin::{Admin, DEV_WEBHOOK_URLS_MAX, DEV_WEBHOOK_URL_LEN_MAX};
@@ -41,4 +42,5 @@ pub use rows::{
     CompanyRow, DeliveryRow, DeliveryState, KeyRow, NewRejection, TransitionResult, VerificationRow,
 };
 pub use store::{Options, Store, StoreStats, READERS_MAX};
+pub use users::{NewSession, SessionUser, UserRow, SESSIONS_PER_USER_MAX};
 pub use writer::{Reply, WriteOp};

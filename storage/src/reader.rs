@@ -65,6 +65,20 @@ impl Reader {
         )
     }
 
+    /// The dashboard user with this email, if any.
+    pub fn user_by_email(&self, email: &str) -> Result<Option<crate::UserRow>, StorageError> {
+        crate::users::user_by_email(&self.conn, email)
+    }
+
+    /// The user of a live (unexpired at `now`) session.
+    pub fn session_user(
+        &self,
+        token_hash: &str,
+        now: UnixMillis,
+    ) -> Result<Option<crate::SessionUser>, StorageError> {
+        crate::users::session_user(&self.conn, token_hash, now)
+    }
+
     /// Every API key, revoked ones included (the binary decides what a
     /// revoked key means).
     pub fn load_keys(&self) -> Result<Vec<KeyRow>, StorageError> {

@@ -78,6 +78,12 @@ pub enum WriteOp {
         attempt: crate::deliveries::NewAttempt,
         reply: Reply<Result<(), StorageError>>,
     },
+    /// Store a dashboard session at login; reply after COMMIT (the cookie is
+    /// handed out only once the session exists).
+    InsertSession {
+        session: crate::users::NewSession,
+        reply: Reply<Result<(), StorageError>>,
+    },
 }
 
 /// What the writer thread receives.
@@ -120,7 +126,9 @@ impl Outcome {
             WriteOp::InsertRejection(_) => Outcome::Silent("insert_rejection", Err(e.clone())),
             WriteOp::TouchKey { .. } => Outcome::Silent("touch_key", Err(e.clone())),
             // Same reply shape as an insert (a unit result): reuse its outcome.
-            WriteOp::RecordAttempt { reply, .. } => Outcome::Insert(reply, Err(e.clone())),
+            WriteOp::RecordAttempt { reply, .. } | WriteOp::InsertSession { reply, .. } => {
+                Outcome::Insert(reply, Err(e.clone()))
+            }
         }
     }
 
@@ -330,6 +338,10 @@ impl Writer {
             WriteOp::RecordAttempt { attempt, reply } => Outcome::Insert(
                 reply,
                 guarded(conn, fp, |c| crate::deliveries::record_attempt(c, &attempt)),
+            ),
+            WriteOp::InsertSession { session, reply } => Outcome::Insert(
+                reply,
+                guarded(conn, fp, |c| crate::users::insert_session(c, &session)),
             ),
             WriteOp::TouchKey { key_id, at } => {
                 let latest = touches.entry(key_id).or_insert(at);
