@@ -392,15 +392,7 @@ impl Endpoint {
             .unwrap_or_else(|| self.rng.hex());
         let bytes = build_response(message, &vias, code, Some(&to_tag), &[]);
         let target = via.response_target(src);
-        self.remember(
-            now,
-            cache_key,
-            Transmit {
-                to: target,
-                bytes: bytes.clone(),
-            },
-        );
-        self.send(target, bytes);
+        self.send_and_remember(now, cache_key, target, bytes);
         match invite {
             Some(id) if self.finalize(now, id, 487) => Ok(Event::Cancelled { id }),
             _ => Err(Dropped::Answered),
@@ -439,15 +431,27 @@ impl Endpoint {
             &[("Allow", "INVITE, ACK, CANCEL, OPTIONS")],
         );
         let target = via.response_target(src);
+        self.send_and_remember(now, cache_key, target, bytes);
+    }
+
+    /// Sends a final response to a non-INVITE request and keeps it, so a
+    /// retransmission of the request gets the very same bytes again.
+    fn send_and_remember(
+        &mut self,
+        now: Instant,
+        key: (Key, String),
+        to: SocketAddr,
+        bytes: Vec<u8>,
+    ) {
         self.remember(
             now,
-            cache_key,
+            key,
             Transmit {
-                to: target,
+                to,
                 bytes: bytes.clone(),
             },
         );
-        self.send(target, bytes);
+        self.send(to, bytes);
     }
 
     fn remember(&mut self, now: Instant, key: (Key, String), t: Transmit) {
