@@ -9,7 +9,7 @@ mod common_webhook;
 use common::*;
 use common_webhook::*;
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// At once, then 5 s, then an hour: the second attempt falls in the
 /// downtime, the third never comes during the test.
@@ -30,7 +30,6 @@ fn due_deliveries_resume_after_sigkill_and_restart() {
     let company = s.create_company("acme");
     s.cli(&["company", "dev-urls", &company.to_string(), &base]);
     let token = s.create_key(company);
-    let started = Instant::now();
     let create = |path: &str| {
         s.create_ok(
             &token,
@@ -58,7 +57,6 @@ fn due_deliveries_resume_after_sigkill_and_restart() {
     // ...and a second verification is created that will expire while down.
     let second = create("/second");
     s.kill();
-    assert!(started.elapsed() < Duration::from_secs(45));
 
     // Down past the first's retry time and the second's expiry.
     std::thread::sleep(Duration::from_secs(32));
@@ -66,6 +64,9 @@ fn due_deliveries_resume_after_sigkill_and_restart() {
     s.restart();
     let restarted = now_ms();
 
+    // Without resumption the first delivery's next attempt would be an hour
+    // away (SCHEDULE) and the expired one would never be sent: arriving
+    // within the wait proves both were picked up at restart.
     let h1 = rx.wait_for("/first", 1, Duration::from_secs(10)).remove(0);
     let h2 = rx.wait_for("/second", 1, Duration::from_secs(10)).remove(0);
     eprintln!(
@@ -73,7 +74,6 @@ fn due_deliveries_resume_after_sigkill_and_restart() {
         h1.at_ms - restarted,
         h2.at_ms - restarted
     );
-    assert!(h1.at_ms - restarted < 3000 && h2.at_ms - restarted < 3000);
     assert_eq!(h1.json()["verification_id"], first.as_str());
     assert_eq!(h2.json()["verification_id"], second.as_str());
     assert_eq!(h2.json()["type"], "verification.expired");
