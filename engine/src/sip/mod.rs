@@ -26,6 +26,7 @@
 //! call, so there is no dialog, no SDP and no media), TCP/TLS framing, or
 //! proxying.
 
+mod client_tx;
 pub mod digest;
 pub mod exercise;
 pub mod identity;

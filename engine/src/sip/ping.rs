@@ -11,10 +11,11 @@
 //!
 //! Not for: registration (see [`super::register`]).
 
+use super::client_tx::ClientRetransmit;
 use super::message::{Message, BRANCH_COOKIE, PRODUCT};
 use super::rng::SplitMix64;
 use super::server::Transmit;
-use super::{Instant, T1, T2};
+use super::Instant;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -41,10 +42,7 @@ pub enum Change {
 
 struct Outstanding {
     cseq: u32,
-    bytes: Vec<u8>,
-    interval: Duration,
-    next_retransmit: Instant,
-    give_up: Instant,
+    retransmit: ClientRetransmit,
 }
 
 pub struct Pinger {
@@ -91,14 +89,14 @@ impl Pinger {
 
     pub fn poll_timeout(&self) -> Option<Instant> {
         Some(match &self.outstanding {
-            Some(o) => o.next_retransmit.min(o.give_up),
+            Some(o) => o.retransmit.deadline(),
             None => self.next_ping,
         })
     }
 
     pub fn handle_timeout(&mut self, now: Instant) -> Option<Change> {
         if let Some(o) = &mut self.outstanding {
-            if now >= o.give_up {
+            if o.retransmit.timed_out(now) {
                 self.outstanding = None;
                 self.next_ping = now.plus(self.cfg.interval);
                 self.failures = self.failures.saturating_add(1);
@@ -108,14 +106,11 @@ impl Pinger {
                 }
                 return None;
             }
-            if now >= o.next_retransmit {
-                o.interval = (o.interval * 2).min(T2);
-                o.next_retransmit = now.plus(o.interval);
-                let t = Transmit {
+            if let Some(bytes) = o.retransmit.due(now) {
+                self.transmits.push_back(Transmit {
                     to: self.cfg.target,
-                    bytes: o.bytes.clone(),
-                };
-                self.transmits.push_back(t);
+                    bytes,
+                });
             }
             return None;
         }
@@ -171,10 +166,7 @@ impl Pinger {
         });
         self.outstanding = Some(Outstanding {
             cseq: self.cseq,
-            bytes,
-            interval: T1,
-            next_retransmit: now.plus(T1),
-            give_up: now.plus(PING_TIMEOUT),
+            retransmit: ClientRetransmit::new(now, bytes, PING_TIMEOUT),
         });
     }
 }

@@ -30,11 +30,12 @@
 //! Not for: sockets or clocks (the driver's), or OPTIONS keep-alives
 //! (see [`super::ping`]).
 
+use super::client_tx::ClientRetransmit;
 use super::digest::{authorization, Challenge};
 use super::message::{Message, Via, BRANCH_COOKIE, PRODUCT};
 use super::rng::SplitMix64;
 use super::server::Transmit;
-use super::{Instant, T1, T2};
+use super::Instant;
 use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -84,10 +85,7 @@ pub enum Outcome {
 struct Outstanding {
     cseq: u32,
     expires: u32,
-    bytes: Vec<u8>,
-    interval: Duration,
-    next_retransmit: Instant,
-    give_up: Instant,
+    retransmit: ClientRetransmit,
 }
 
 pub struct Registration {
@@ -154,9 +152,7 @@ impl Registration {
 
     pub fn poll_timeout(&self) -> Option<Instant> {
         [
-            self.outstanding
-                .as_ref()
-                .map(|o| o.next_retransmit.min(o.give_up)),
+            self.outstanding.as_ref().map(|o| o.retransmit.deadline()),
             self.next_attempt,
             self.registered_until,
         ]
@@ -177,21 +173,18 @@ impl Registration {
             outcome = Some(Outcome::Unregistered);
         }
         if let Some(o) = &mut self.outstanding {
-            if now >= o.give_up {
+            if o.retransmit.timed_out(now) {
                 self.outstanding = None;
                 if self.shutting_down {
                     return outcome;
                 }
                 return Some(self.fail(now, "no answer from the registrar (Timer F)".into()));
             }
-            if now >= o.next_retransmit {
-                o.interval = (o.interval * 2).min(T2);
-                o.next_retransmit = now.plus(o.interval);
-                let t = Transmit {
+            if let Some(bytes) = o.retransmit.due(now) {
+                self.transmits.push_back(Transmit {
                     to: self.cfg.registrar,
-                    bytes: o.bytes.clone(),
-                };
-                self.transmits.push_back(t);
+                    bytes,
+                });
             }
         }
         if self.next_attempt.is_some_and(|at| now >= at) && !self.shutting_down {
@@ -214,8 +207,7 @@ impl Registration {
         }
         if code < 200 {
             // Provisional: the server has it; retransmit at T2 only.
-            o.interval = T2;
-            o.next_retransmit = now.plus(T2);
+            o.retransmit.provisional(now);
             return None;
         }
         let asked = o.expires;
@@ -399,10 +391,7 @@ impl Registration {
         self.outstanding = Some(Outstanding {
             cseq: self.cseq,
             expires,
-            bytes,
-            interval: T1,
-            next_retransmit: now.plus(T1),
-            give_up: now.plus(TIMER_F),
+            retransmit: ClientRetransmit::new(now, bytes, TIMER_F),
         });
     }
 }
