@@ -158,7 +158,7 @@ fn endpoint(app: &App, req: &Request, route: Route<'_>) -> Response {
             .with_header("Retry-After", retry_after_seconds.to_string());
     }
     if let Some(key) = &key {
-        if app.limiters.should_touch(key.id, now) {
+        if app.limiters.should_touch(&key.prefix, now) {
             let _ = app.store.submit(dialproof_storage::WriteOp::TouchKey {
                 key_id: key.id,
                 at: now,
