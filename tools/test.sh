@@ -31,7 +31,15 @@ fi
 PYENV="${DIALPROOF_PYENV:-target/pyenv}"
 if [ ! -x "$PYENV/bin/schemathesis" ] || [ ! -x "$PYENV/bin/openapi-spec-validator" ]; then
   echo "== installing openapi-spec-validator and schemathesis into $PYENV"
-  python3 -m venv "$PYENV"
+  if ! python3 -m venv "$PYENV" 2>/dev/null; then
+    # Debian's own python3 keeps venv in a package of its own.
+    echo "== installing python3-venv"
+    if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv >/dev/null
+    rm -rf "$PYENV"
+    python3 -m venv "$PYENV"
+  fi
   "$PYENV/bin/pip" install -q "openapi-spec-validator==0.7.2" "schemathesis==4.32.5"
 fi
 DIALPROOF_PYENV="$(cd "$PYENV" && pwd)"
