@@ -3,16 +3,17 @@
 //! - `transaction`: parse + the server transaction of a call answered at
 //!   once (the 603, the ACK absorbed), as the driver runs it (each
 //!   iteration also formats its INVITE and ACK, a unique branch apiece);
-//! - `decide`: the above + the dialled number and the caller read and
-//!   normalised (what `src/sip/calls.rs` adds before the writer).
+//! - `decide`: the above + the routing decision (dialled number, line)
+//!   and the caller read and normalised (what `src/sip/calls.rs` adds before the writer).
 //!
 //! Run: `cargo bench --bench sip_invite`. The socket and the commit are
 //! measured end to end by `tools/sip-bench.sh` (sipp against the binary).
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use dialproof_engine::sip::identity::{caller, dialled_number};
+use dialproof_engine::sip::identity::caller;
 use dialproof_engine::sip::message::Message;
 use dialproof_engine::sip::number::Region;
+use dialproof_engine::sip::route::{route_invite, CalledFrom, LineRoute};
 use dialproof_engine::sip::server::{Endpoint, Event};
 use dialproof_engine::sip::Instant;
 use std::hint::black_box;
@@ -47,6 +48,13 @@ fn bench(c: &mut Criterion) {
         b.iter(|| black_box(Message::parse(black_box(&invite)).is_ok()))
     });
 
+    let line = LineRoute {
+        line: 0u16,
+        region,
+        called_from: CalledFrom::Auto,
+        contact_user: "dp-0123456789ab",
+        aor_user: None,
+    };
     let run = |decide: bool| {
         let mut ep = Endpoint::new(1);
         let mut n = 0u64;
@@ -56,7 +64,9 @@ fn bench(c: &mut Criterion) {
             let inv = request("INVITE", n);
             if let Ok(Event::Invite { id, message, .. }) = ep.handle_datagram(now, src, &inv) {
                 if decide {
-                    black_box(dialled_number(&message, region));
+                    black_box(route_invite(&message, &[line], |n| {
+                        (n == "+74950000001").then_some(0u16)
+                    }));
                     black_box(caller(&message, region, true));
                 }
                 ep.respond(now, id, 603);

@@ -11,6 +11,7 @@
 
 use anyhow::{bail, Context, Result};
 use dialproof_engine::pool::Pool;
+use dialproof_engine::sip::route::CalledFrom;
 use dialproof_engine::CompanyId;
 use serde::Deserialize;
 use std::net::SocketAddr;
@@ -159,6 +160,11 @@ pub struct LineConfig {
     /// ISO region for numbers written without `+` (default "RU").
     #[serde(default = "default_country")]
     pub default_country: String,
+    /// Where an INVITE's dialled number is read: `auto` (default),
+    /// `request_uri`, `to` or `p_called_party_id` (see the README's
+    /// "Which header carries the dialled number").
+    #[serde(default = "default_dialled_number_from")]
+    pub dialled_number_from: String,
     /// The registration expiry we ask for (default 3600).
     #[serde(default = "default_register_expires")]
     pub register_expires_seconds: u32,
@@ -179,6 +185,10 @@ fn default_reject_code() -> u16 {
 
 fn default_country() -> String {
     "RU".to_owned()
+}
+
+fn default_dialled_number_from() -> String {
+    CalledFrom::Auto.as_str().to_owned()
 }
 
 fn default_register_expires() -> u32 {

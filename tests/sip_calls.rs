@@ -273,7 +273,11 @@ fn calls_to_unleased_or_unknown_numbers_change_nothing() {
         603,
         "127.0.0.1",
     );
-    assert_eq!(count_logs(&s.server, "no active lease"), 1);
+    // The log is read from the server's stderr by another thread: wait.
+    let logged = poll(std::time::Duration::from_secs(5), || {
+        (count_logs(&s.server, "no active lease") == 1).then_some(())
+    });
+    assert!(logged.is_some(), "{}", s.server.logs());
     // Not one of our numbers at all.
     s.call(
         "+74990000000",

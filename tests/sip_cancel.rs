@@ -1,7 +1,6 @@
-//! CANCEL over real UDP. Its own test binary because it holds the server's
-//! final responses back with `DIALPROOF_SIP_DECISION_DELAY_MS` (an
-//! environment variable the spawned server inherits), so the CANCEL
-//! deterministically arrives before the final response.
+//! CANCEL over real UDP. The server's storage is slowed by a fail point
+//! (`writer.before_commit=delay(..)`, a slow disk), so the call's commit,
+//! and with it the final response, comes after the CANCEL deterministically.
 
 mod common;
 mod common_sip;
@@ -11,9 +10,9 @@ use common_sip::*;
 
 #[test]
 fn cancel_before_the_final_gets_200_and_487_and_the_call_still_counts() {
-    // Set before any server starts; this binary has no other test.
-    std::env::set_var("DIALPROOF_SIP_DECISION_DELAY_MS", "1500");
-    let server = Server::start(&sip_config(&trusted_line(3, 603)));
+    let mut server = Server::prepare(&sip_config(&trusted_line(3, 603)));
+    server.set_env("DIALPROOF_FAILPOINTS", "writer.before_commit=delay(1500)");
+    server.launch();
     let token = server.new_client("Acme");
     let v = server.create_ok(&token, &body(RU_PHONE));
     let id = v["verification_id"].as_str().unwrap();

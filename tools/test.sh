@@ -12,9 +12,10 @@ cd "$(dirname "$0")/.."
 
 # System packages the tests drive, as "command:debian-package" pairs:
 # chromium for the API explorer's browser test, sipp (sip-tester) as the
-# SIP provider in tests/sip_*.rs, python3 for the independent webhook
-# signature check in tests/webhooks_*.rs.
-required=("chromium:chromium" "sipp:sip-tester" "python3:python3")
+# SIP provider in tests/sip_*.rs, kamailio as a real provider registrar in
+# tests/sip_kamailio.rs, python3 for the independent webhook signature
+# check in tests/webhooks_*.rs.
+required=("chromium:chromium" "sipp:sip-tester" "kamailio:kamailio" "python3:python3")
 need_pkgs=()
 for pair in "${required[@]}"; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need_pkgs+=("${pair#*:}")

@@ -4,9 +4,10 @@
 //! The order of the checks is the order of trust:
 //! 1. the source address must be one of a line's provider addresses (anyone
 //!    on the internet can send an INVITE with any From): else 403;
-//! 2. the dialled number must be one of that line's numbers: else 404
-//!    (another line's number from this provider is 403: it is not theirs
-//!    to deliver);
+//! 2. the dialled number, read where the line says
+//!    (`dialproof_engine::sip::route`), must be one of that line's numbers:
+//!    else 404, logged with the header and the value read (another line's
+//!    number from this provider is 403: it is not theirs to deliver);
 //! 3. the number must be leased now: else the line's reject code, logged
 //!    and counted, nothing changes;
 //! 4. the caller must be usable: else (withheld) the line's reject code,
@@ -22,9 +23,9 @@
 use super::lines::LineInfo;
 use super::SipStats;
 use crate::app::App;
-use dialproof_engine::lease::Lease;
-use dialproof_engine::sip::identity::{caller, dialled_number, Caller};
+use dialproof_engine::sip::identity::{caller, Caller};
 use dialproof_engine::sip::message::Message;
+use dialproof_engine::sip::route::{route_invite, Route};
 use dialproof_engine::time::UnixMillis;
 use dialproof_engine::verification::Event;
 use dialproof_storage::WriteOp;
@@ -62,36 +63,47 @@ pub fn on_invite(
         tracing::warn!(%src, call_id, "INVITE from an address that is no line's provider; 403");
         return Verdict::Untrusted(403);
     }
-    // The number as each trusting line reads it (their regions may differ),
-    // and its live lease if any.
-    let mut found: Option<(&LineInfo, String, Option<Lease>)> = None;
-    let mut foreign = false;
-    app.leases.with_table(|table| {
-        for line in &trusted {
-            let Some(number) = dialled_number(msg, line.region) else {
-                continue;
-            };
-            if let Some(slot) = table.slot_of(&number) {
-                if table.line_of(slot) == line.id {
-                    found = Some((line, number, table.current(slot)));
-                    return;
-                }
-                foreign = true;
-            }
-        }
+    // Which of our numbers was dialled, as each trusting line reads it
+    // (their regions and headers may differ), and its live lease if any.
+    let routes: Vec<_> = trusted.iter().map(|l| l.route()).collect();
+    let (route, lease) = app.leases.with_table(|table| {
+        let route = route_invite(msg, &routes, |number| {
+            table.slot_of(number).map(|slot| table.line_of(slot))
+        });
+        let lease = match &route {
+            Route::Line { number, .. } => table.slot_of(number).and_then(|s| table.current(s)),
+            _ => None,
+        };
+        (route, lease)
     });
-    let Some((line, number, lease)) = found else {
-        let code = if foreign { 403 } else { 404 };
-        SipStats::inc(&stats.rejected_unknown_number);
-        tracing::warn!(%src, call_id, uri = msg.request_uri().unwrap_or(""), code,
-            "INVITE for a number that is not this provider's line's");
-        return Verdict::Reject(code);
+    let (line, number, header) = match route {
+        Route::Line {
+            line,
+            number,
+            header,
+        } => match trusted.iter().find(|l| l.id == line) {
+            Some(info) => (*info, number, header),
+            // `route_invite` only names lines it was given.
+            None => return Verdict::Reject(500),
+        },
+        Route::OtherLine { number, header } => {
+            SipStats::inc(&stats.rejected_unknown_number);
+            tracing::warn!(%src, call_id, header = header.as_str(), dial_number = %number,
+                code = 403, "INVITE for another line's number from this provider; 403");
+            return Verdict::Reject(403);
+        }
+        Route::NotOurs { header, value } => {
+            SipStats::inc(&stats.rejected_unknown_number);
+            tracing::warn!(%src, call_id, header = header.as_str(), value = %value,
+                code = 404, "INVITE for a number that is not one of the line's; 404");
+            return Verdict::Reject(404);
+        }
     };
     let code = line.reject_code;
     let Some(lease) = lease else {
         SipStats::inc(&stats.rejected_no_lease);
-        tracing::warn!(%src, call_id, dial_number = %number, line = %line.name,
-            "call to a number with no active lease; rejected, nothing changed");
+        tracing::warn!(%src, call_id, dial_number = %number, header = header.as_str(),
+            line = %line.name, "call to a number with no active lease; rejected, nothing changed");
         return Verdict::Reject(code);
     };
     let (caller_number, source) = match caller(msg, line.region, line.trust_asserted_identity) {
@@ -118,8 +130,8 @@ pub fn on_invite(
             match &result {
                 Ok(t) if t.changed => {
                     SipStats::inc(&app2.sip_stats.completed);
-                    tracing::info!(dial_number = %dial, caller = %caller_for_log,
-                        source = source.as_str(), line = %line_name,
+                    tracing::info!(dial_number = %dial, header = header.as_str(),
+                        caller = %caller_for_log, source = source.as_str(), line = %line_name,
                         verification_id = t.row.as_ref().map_or("", |r| r.id.as_str()),
                         "call completed a verification");
                 }

@@ -41,13 +41,6 @@ pub const SOCKET_BUFFER_BYTES: usize = 4 * 1024 * 1024;
 const RECV_WAKE: Duration = Duration::from_millis(200);
 /// How long shutdown waits for the registrars to answer `Expires: 0`.
 const UNREGISTER_WAIT: Duration = Duration::from_secs(2);
-/// Test hook: holds every committed call's final response this many
-/// milliseconds, so a black-box test can land a CANCEL before it
-/// deterministically. Unset (the default) it costs nothing.
-pub const DECISION_DELAY_ENV: &str = "DIALPROOF_SIP_DECISION_DELAY_MS";
-/// The largest delay the hook accepts (below the engine's own decision
-/// timeout, so the hook can never make it fire).
-const DECISION_DELAY_MAX: Duration = Duration::from_secs(10);
 
 enum Input {
     Datagram(SocketAddr, Vec<u8>),
@@ -147,6 +140,7 @@ pub fn spawn(app: &Arc<App>, config: &Config) -> Result<Option<SipHandle>> {
                         password: cfg.password.clone().unwrap_or_default(),
                         expires_seconds: cfg.register_expires_seconds,
                         local,
+                        contact_user: line.contact_user.clone(),
                     },
                     line_seed,
                 );
@@ -182,27 +176,21 @@ pub fn spawn(app: &Arc<App>, config: &Config) -> Result<Option<SipHandle>> {
 
     let (tx, rx) = may::sync::mpsc::channel::<Input>();
     let queued = Arc::new(AtomicUsize::new(0));
+    // The receiver outlives the service's stop flag: shutdown still reads
+    // the registrars' answers to `Expires: 0`. The driver clears it last.
+    let receiving = Arc::new(AtomicBool::new(true));
     {
-        let (socket, tx, queued, stop) =
-            (socket.clone(), tx.clone(), queued.clone(), app.stop.clone());
+        let (socket, tx, queued, receiving) = (
+            socket.clone(),
+            tx.clone(),
+            queued.clone(),
+            receiving.clone(),
+        );
         let stats_app = app.clone();
-        spawn_coroutine(move || receive(&socket, &tx, &queued, &stop, &stats_app));
+        spawn_coroutine(move || receive(&socket, &tx, &queued, &receiving, &stats_app));
     }
     let (done_tx, done_rx) = may::sync::mpsc::channel();
-    let decision_delay = std::env::var(DECISION_DELAY_ENV)
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-        .map(|ms| Duration::from_millis(ms).min(DECISION_DELAY_MAX))
-        .unwrap_or_default();
-    if !decision_delay.is_zero() {
-        tracing::warn!(
-            ?decision_delay,
-            "{DECISION_DELAY_ENV} set: final responses are held"
-        );
-    }
     let driver = Driver {
-        decision_delay,
-        delayed: std::collections::VecDeque::new(),
         app: app.clone(),
         socket,
         endpoint: Endpoint::new(seed.rotate_left(17)),
@@ -213,6 +201,7 @@ pub fn spawn(app: &Arc<App>, config: &Config) -> Result<Option<SipHandle>> {
     };
     spawn_coroutine(move || {
         driver.run(rx);
+        receiving.store(false, Ordering::Release);
         let _ = done_tx.send(());
     });
     tracing::info!(%addr, "sip listening (udp)");
@@ -244,12 +233,12 @@ fn receive(
     socket: &UdpSocket,
     tx: &may::sync::mpsc::Sender<Input>,
     queued: &AtomicUsize,
-    stop: &AtomicBool,
+    receiving: &AtomicBool,
     app: &App,
 ) {
     // One byte more than the limit, so an oversized datagram is seen as such.
     let mut buf = vec![0u8; DATAGRAM_BYTES_MAX + 1];
-    while !stop.load(Ordering::Acquire) {
+    while receiving.load(Ordering::Acquire) {
         let (n, src) = match socket.recv_from(&mut buf) {
             Ok(r) => r,
             Err(e)
@@ -292,9 +281,6 @@ impl Clock {
 }
 
 struct Driver {
-    decision_delay: Duration,
-    /// Decisions held by the test hook, in arrival (= due) order.
-    delayed: std::collections::VecDeque<(Instant, TxId, u16)>,
     app: Arc<App>,
     socket: Arc<UdpSocket>,
     endpoint: Endpoint,
@@ -315,7 +301,6 @@ impl Driver {
                 .iter()
                 .filter_map(Client::poll_timeout)
                 .chain(self.endpoint.poll_timeout())
-                .chain(self.delayed.front().map(|(at, _, _)| *at))
                 .min();
             let wait = next.map_or(IDLE_WAKE, |at| at.since(now).min(IDLE_WAKE));
             // A timer already due: only take what is queued. (may's
@@ -345,12 +330,8 @@ impl Driver {
     fn handle(&mut self, input: Input) {
         let now = self.clock.now();
         match input {
-            Input::Decision(id, code) if self.decision_delay.is_zero() => {
-                self.endpoint.respond(now, id, code);
-            }
             Input::Decision(id, code) => {
-                self.delayed
-                    .push_back((now.plus(self.decision_delay), id, code));
+                self.endpoint.respond(now, id, code);
             }
             Input::Datagram(src, bytes) => {
                 self.queued.fetch_sub(1, Ordering::AcqRel);
@@ -431,11 +412,6 @@ impl Driver {
 
     fn run_timers(&mut self) {
         let now = self.clock.now();
-        while self.delayed.front().is_some_and(|(at, _, _)| *at <= now) {
-            if let Some((_, id, code)) = self.delayed.pop_front() {
-                self.endpoint.respond(now, id, code);
-            }
-        }
         self.endpoint.handle_timeout(now);
         for client in &mut self.clients {
             if client.poll_timeout().is_none_or(|at| at > now) {

@@ -24,6 +24,7 @@ use crate::config::{Config, LineConfig, LineMode};
 use anyhow::{bail, Context, Result};
 use dialproof_engine::lease::LineId;
 use dialproof_engine::sip::number::Region;
+use dialproof_engine::sip::route::{contact_user, CalledFrom, LineRoute};
 use dialproof_engine::verification::Event;
 use dialproof_storage::WriteOp;
 use parking_lot::Mutex;
@@ -53,6 +54,13 @@ pub fn validate_line(line: &LineConfig) -> Result<()> {
         bail!(
             "line {name:?}: default_country {:?} is not an ISO region with a numbering plan",
             line.default_country
+        );
+    }
+    if CalledFrom::parse(&line.dialled_number_from).is_none() {
+        bail!(
+            "line {name:?}: dialled_number_from must be one of \"auto\", \"request_uri\", \
+             \"to\", \"p_called_party_id\", got {:?}",
+            line.dialled_number_from
         );
     }
     if line.register_expires_seconds == 0
@@ -101,11 +109,28 @@ pub struct LineInfo {
     pub region: Region,
     pub reject_code: u16,
     pub trust_asserted_identity: bool,
+    /// Where the dialled number of an INVITE is read.
+    pub called_from: CalledFrom,
+    /// The user of the Contact this line registers (never a number).
+    pub contact_user: String,
+    /// The registration user name, which a provider may route calls by.
+    pub aor_user: Option<String>,
 }
 
 impl LineInfo {
     pub fn trusts(&self, ip: IpAddr) -> bool {
         self.trusted.contains(&ip)
+    }
+
+    /// This line as the engine's routing decision sees it.
+    pub fn route(&self) -> LineRoute<'_, LineId> {
+        LineRoute {
+            line: self.id,
+            region: self.region,
+            called_from: self.called_from,
+            contact_user: &self.contact_user,
+            aor_user: self.aor_user.as_deref(),
+        }
     }
 }
 
@@ -152,6 +177,12 @@ pub fn resolve_lines(config: &Config) -> Result<Vec<LineInfo>> {
                 region,
                 reject_code: l.reject_code,
                 trust_asserted_identity: l.trust_asserted_identity,
+                called_from: CalledFrom::parse(&l.dialled_number_from)
+                    .with_context(|| format!("line {:?}: dialled_number_from", l.name))?,
+                contact_user: contact_user(&l.name),
+                aor_user: (l.mode == LineMode::Register)
+                    .then(|| l.username.clone())
+                    .flatten(),
             })
         })
         .collect()

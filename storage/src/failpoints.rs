@@ -3,12 +3,15 @@
 //! A spec such as `writer.before_commit=error,writer.after_commit=3*abort`
 //! arms points by name. `error` makes the operation at that point return
 //! `StorageError::Injected(name)`; `abort` calls `std::process::abort()` to
-//! simulate a crash at exactly that moment. A `N*` prefix fires the point the
-//! next N times, then disarms it. With no spec every check is one branch on a
-//! `None`, so production builds keep the checks.
+//! simulate a crash at exactly that moment; `delay(MS)` holds the thread at
+//! that point for MS milliseconds (at most [`DELAY_MS_MAX`]) and goes on, as a
+//! slow disk would (every point is on a storage thread, never a coroutine).
+//! A `N*` prefix fires the point the next N times, then disarms it. With no
+//! spec every check is one branch on a `None`, so production builds keep the
+//! checks.
 //!
-//! Not for: random fault injection or delays; the harness decides when to
-//! arm points by restarting the process with another spec.
+//! Not for: random fault injection; the harness decides when to arm points
+//! by restarting the process with another spec.
 
 use crate::error::StorageError;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -36,6 +39,8 @@ pub const FAIL_POINT_NAMES: [&str; POINT_COUNT] = [
 ];
 
 const POINT_COUNT: usize = 5;
+/// The longest `delay(MS)` a spec may ask for.
+pub const DELAY_MS_MAX: u64 = 60_000;
 
 /// A place in the code that checks for an armed fail point.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,6 +62,28 @@ impl Point {
 enum Action {
     Error,
     Abort,
+    Delay(std::time::Duration),
+}
+
+/// `error`, `abort` or `delay(MS)`.
+fn parse_action(name: &str, text: &str) -> Result<Action, String> {
+    match text {
+        "error" => return Ok(Action::Error),
+        "abort" => return Ok(Action::Abort),
+        _ => {}
+    }
+    let ms = text
+        .strip_prefix("delay(")
+        .and_then(|t| t.strip_suffix(')'))
+        .ok_or_else(|| {
+            format!("fail point '{name}': unknown action '{text}' (use error, abort or delay(MS))")
+        })?;
+    match ms.trim().parse::<u64>() {
+        Ok(ms) if ms <= DELAY_MS_MAX => Ok(Action::Delay(std::time::Duration::from_millis(ms))),
+        _ => Err(format!(
+            "fail point '{name}': delay must be 0..={DELAY_MS_MAX} milliseconds, got '{ms}'"
+        )),
+    }
 }
 
 #[derive(Debug)]
@@ -106,15 +133,7 @@ impl FailPoints {
                 }
                 None => (None, action_text.trim()),
             };
-            let action = match action_name {
-                "error" => Action::Error,
-                "abort" => Action::Abort,
-                other => {
-                    return Err(format!(
-                        "fail point '{name}': unknown action '{other}' (use error or abort)"
-                    ))
-                }
-            };
+            let action = parse_action(name, action_name)?;
             let slot = &mut points[index];
             if slot.is_some() {
                 return Err(format!("fail point '{name}' is given twice"));
@@ -135,7 +154,8 @@ impl FailPoints {
         self.armed.is_none()
     }
 
-    /// Fires `point` if it is armed: returns the injected error, or aborts.
+    /// Fires `point` if it is armed: returns the injected error, aborts, or
+    /// waits.
     #[inline]
     pub(crate) fn check(&self, point: Point) -> Result<(), StorageError> {
         match &self.armed {
@@ -164,6 +184,10 @@ fn fire(armed: Option<&Armed>, point: Point) -> Result<(), StorageError> {
         Action::Abort => {
             tracing::error!(fail_point = point.name(), "fail point abort");
             std::process::abort()
+        }
+        Action::Delay(d) => {
+            std::thread::sleep(d);
+            Ok(())
         }
     }
 }
@@ -194,6 +218,15 @@ mod tests {
     }
 
     #[test]
+    fn delay_waits_and_goes_on() {
+        let fp = FailPoints::from_spec("writer.op=1*delay(30)").unwrap();
+        let start = std::time::Instant::now();
+        assert_eq!(fp.check(Point::WriterOp), Ok(()));
+        assert!(start.elapsed() >= std::time::Duration::from_millis(30));
+        assert_eq!(fp.check(Point::WriterOp), Ok(()));
+    }
+
+    #[test]
     fn empty_spec_arms_nothing() {
         let fp = FailPoints::from_spec("").unwrap();
         assert!(fp.is_empty());
@@ -209,6 +242,9 @@ mod tests {
             "writer.op=x*error",
             "writer.op=0*error",
             "writer.op=error,writer.op=abort",
+            "writer.op=delay(x)",
+            "writer.op=delay(60001)",
+            "writer.op=delay(5",
         ] {
             assert!(FailPoints::from_spec(bad).is_err(), "{bad}");
         }

@@ -5,10 +5,11 @@
 //! Not for: production paths (nothing calls it outside those two).
 
 use super::digest::{verify, Challenge};
-use super::identity::{caller, dialled_number};
+use super::identity::caller;
 use super::message::{Message, Via};
 use super::number::{to_e164, Region};
 use super::register::{Registration, RegistrationConfig};
+use super::route::{route_invite, CalledFrom, LineRoute};
 use super::server::{Endpoint, Event};
 use super::uri::NameAddr;
 use super::Instant;
@@ -46,7 +47,21 @@ pub fn exercise(bytes: &[u8]) {
         Region::parse("US"),
     ];
     for region in regions.into_iter().flatten() {
-        let _ = dialled_number(&msg, region);
+        for called_from in [
+            CalledFrom::Auto,
+            CalledFrom::RequestUri,
+            CalledFrom::To,
+            CalledFrom::PCalledPartyId,
+        ] {
+            let line = LineRoute {
+                line: 0u8,
+                region,
+                called_from,
+                contact_user: "dp-000000000000",
+                aor_user: Some("74950000001"),
+            };
+            let _ = route_invite(&msg, &[line], |n| n.ends_with('1').then_some(0u8));
+        }
         let _ = caller(&msg, region, true);
         let _ = caller(&msg, region, false);
         for h in &msg.headers {
@@ -72,6 +87,7 @@ pub fn exercise(bytes: &[u8]) {
             password: "p".into(),
             expires_seconds: 60,
             local: SocketAddr::from(([192, 0, 2, 8], 5060)),
+            contact_user: "dp-000000000000".into(),
         },
         1,
     );

@@ -1,8 +1,6 @@
-//! Who is calling and which of our numbers they dialled, read from an
-//! INVITE.
+//! Who is calling, read from an INVITE (which of our numbers they dialled
+//! is [`super::route`]'s).
 //!
-//! - Dialled number: the Request-URI user part, else the To user part, in
-//!   E.164 (providers send ours as `+7495...`, `7495...` or `8495...`).
 //! - Caller: the first source that says something, in this order:
 //!   `Privacy: id` (or `header`, which hides it too: RFC 3323) means the
 //!   caller withheld the number; then P-Asserted-Identity, but only when the
@@ -19,7 +17,7 @@
 
 use super::message::{split_commas, Message};
 use super::number::{to_e164, Region};
-use super::uri::{NameAddr, Uri};
+use super::uri::NameAddr;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Caller {
@@ -67,19 +65,6 @@ impl Withheld {
             Withheld::NoUsableNumber => "no usable number",
         }
     }
-}
-
-/// The dialled number of an INVITE, E.164, if any.
-pub fn dialled_number(msg: &Message, region: Region) -> Option<String> {
-    let from_ruri = msg
-        .request_uri()
-        .and_then(Uri::parse)
-        .and_then(|u| u.user().and_then(|n| to_e164(n, region)));
-    from_ruri.or_else(|| {
-        msg.header("To")
-            .and_then(NameAddr::parse)
-            .and_then(|a| a.uri.user().and_then(|n| to_e164(n, region)))
-    })
 }
 
 /// The caller of an INVITE, see the module doc for the order.
@@ -165,18 +150,6 @@ mod tests {
             e164: e164.to_owned(),
             source,
         }
-    }
-
-    #[test]
-    fn dialled_number_from_request_uri_then_to() {
-        let m = invite("sip:+74950000002@us", "From: <sip:1@h>\r\n");
-        assert_eq!(dialled_number(&m, ru()).as_deref(), Some("+74950000002"));
-        let m = invite("tel:8-495-000-00-03", "From: <sip:1@h>\r\n");
-        assert_eq!(dialled_number(&m, ru()).as_deref(), Some("+74950000003"));
-        let m = invite("sip:us.example", "From: <sip:1@h>\r\n");
-        assert_eq!(dialled_number(&m, ru()).as_deref(), Some("+74950000001"));
-        let m = invite("sip:trunk@us", "From: <sip:1@h>\r\n");
-        assert_eq!(dialled_number(&m, ru()).as_deref(), Some("+74950000001"));
     }
 
     #[test]

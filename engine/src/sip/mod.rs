@@ -35,6 +35,7 @@ pub mod number;
 pub mod ping;
 pub mod register;
 pub mod rng;
+pub mod route;
 pub mod server;
 pub mod uri;
 

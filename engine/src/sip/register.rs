@@ -66,6 +66,10 @@ pub struct RegistrationConfig {
     pub expires_seconds: u32,
     /// Our address as the provider reaches it (Via and Contact).
     pub local: SocketAddr,
+    /// The user part of our Contact: a token of the line's, never a phone
+    /// number (see [`super::route::contact_user`]), so an INVITE routed to
+    /// the Contact is recognisable as such.
+    pub contact_user: String,
 }
 
 /// What happened, for logs.
@@ -355,7 +359,7 @@ impl Registration {
             self.from_tag,
             self.call_id,
             self.cseq,
-            self.cfg.username,
+            self.cfg.contact_user,
             self.cfg.local,
         );
         if let Some((ch, proxy, uses)) = &mut self.challenge {
@@ -419,6 +423,7 @@ mod tests {
             password: "secret".into(),
             expires_seconds: 600,
             local: "192.0.2.50:5062".parse().unwrap(),
+            contact_user: "dp-0123456789ab".into(),
         }
     }
 
