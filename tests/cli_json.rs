@@ -1,0 +1,41 @@
+//! `--json` output of the operator commands, as the README promises it:
+//! the whole of standard output is one JSON value, an array of objects for
+//! the `list` commands and an object for every other command.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+
+fn whole_stdout(server: &Server, args: &[&str]) -> Value {
+    let out = server.cli_output(args);
+    assert!(out.status.success(), "{args:?}: {out:?}");
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    serde_json::from_str(text.trim())
+        .unwrap_or_else(|e| panic!("{args:?} printed more or less than one JSON value ({e}): {text}"))
+}
+
+#[test]
+fn list_commands_print_one_array_and_others_one_object() {
+    let server = Server::prepare(&pools(2, 0));
+    let empty = whole_stdout(&server, &["company", "list"]);
+    assert_eq!(empty, Value::Array(vec![]));
+    let created = whole_stdout(&server, &["company", "create", "--name", "Acme"]);
+    assert!(created.is_object(), "{created}");
+    let id = created["id"].as_i64().expect("id").to_string();
+    let key = whole_stdout(&server, &["key", "create", "--company", &id, "--label", "ci"]);
+    assert!(key.is_object(), "{key}");
+    for list in [
+        &["company", "list"][..],
+        &["key", "list"],
+        &["number", "list"],
+        &["delivery", "list"],
+    ] {
+        let v = whole_stdout(&server, list);
+        let rows = v.as_array().unwrap_or_else(|| panic!("{list:?}: {v}"));
+        assert!(rows.iter().all(Value::is_object), "{list:?}: {v}");
+        if list[0] != "delivery" {
+            assert!(!rows.is_empty(), "{list:?}: {v}");
+        }
+    }
+}
