@@ -58,11 +58,12 @@ impl App {
     pub fn after_transition(&self, result: Result<TransitionResult, StorageError>) {
         match result {
             Ok(t) => {
-                if let Some((number, generation)) = &t.released {
-                    if !self.leases.release(number, *generation) {
+                if let Some(lease) = &t.released {
+                    if !self.leases.release(&lease.dial_number, lease.generation) {
                         // A stale generation: the number was already released
                         // (e.g. carried over a reload); nothing to undo.
-                        tracing::debug!(%number, generation, "lease already released");
+                        tracing::debug!(number = %lease.dial_number, generation = lease.generation,
+                            "lease already released");
                     }
                 }
                 // The outbox row is committed: send it now rather than at

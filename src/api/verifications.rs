@@ -182,7 +182,7 @@ pub fn read(app: &App, key: &KeyRow, id: &str) -> Response {
     let company = key.company_id;
     let row = wait_for(STORAGE_WAIT, |reply| {
         app.store
-            .read(move |r| r.get_verification(id.as_str(), company), reply)
+            .read(move |r| r.verification(id.as_str(), company), reply)
     });
     match row {
         Some(Ok(Ok(Some(row)))) => Response::json(200, render(&row)),

@@ -9,20 +9,21 @@
 //! alone.
 //!
 //! Not for: the service's hot path (see `Store`), minting secrets or hashing
-//! them (the engine does that; this stores what it is given), or checking
-//! number formats (the CLI parses them first).
+//! them (the engine does that; this stores what it is given), checking
+//! number formats (the CLI parses them first), or the read queries it
+//! shares with the service (see `companies`).
 
+use crate::companies;
 use crate::conn::{self, Role};
+use crate::deliveries::{self, DeliveryFilter, DeliveryLogEntry};
 use crate::error::{Result, StorageError};
-use crate::reader::change_version;
-use crate::rows::{
-    collect_rows, company_from_row, first_row, join_urls, key_from_row, CompanyRow, KeyRow,
-    COMPANY_COLUMNS, KEY_COLUMNS,
-};
+use crate::meta;
+use crate::rows::{join_urls, CompanyRow, DeliveryRow, KeyRow};
 use crate::schema;
+use crate::users::{self, UserRow};
 use dialproof_engine::time::UnixMillis;
 use dialproof_engine::CompanyId;
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, Connection};
 use std::path::Path;
 
 /// Longest development webhook URL the store accepts (the API's limit).
@@ -70,11 +71,7 @@ impl Admin {
         self.conn.execute_batch("BEGIN IMMEDIATE")?;
         let result = f(&self.conn).and_then(|c| {
             if c.changed {
-                self.conn
-                    .prepare_cached(
-                        "UPDATE meta SET value = value + 1 WHERE key = 'change_version'",
-                    )?
-                    .execute([])?;
+                meta::bump_change_version(&self.conn)?;
             }
             Ok(c.value)
         });
@@ -103,7 +100,7 @@ impl Admin {
 
     /// The current change counter.
     pub fn change_version(&self) -> Result<i64, StorageError> {
-        change_version(&self.conn)
+        meta::change_version(&self.conn)
     }
 
     pub fn create_company(
@@ -127,15 +124,14 @@ impl Admin {
         })
     }
 
+    /// Every company, by id.
     pub fn list_companies(&self) -> Result<Vec<CompanyRow>, StorageError> {
-        let mut stmt = self.conn.prepare_cached(&format!(
-            "SELECT {COMPANY_COLUMNS} FROM companies ORDER BY id"
-        ))?;
-        collect_rows(&mut stmt, [], company_from_row)
+        companies::companies(&self.conn)
     }
 
-    pub fn get_company(&self, id: CompanyId) -> Result<Option<CompanyRow>, StorageError> {
-        get_company(&self.conn, id)
+    /// One company by id.
+    pub fn company(&self, id: CompanyId) -> Result<Option<CompanyRow>, StorageError> {
+        companies::company(&self.conn, id)
     }
 
     /// Stores a dashboard user of `company_id`. `password_hash` is already
@@ -146,10 +142,10 @@ impl Admin {
         email: &str,
         password_hash: &str,
         now: UnixMillis,
-    ) -> Result<crate::UserRow, StorageError> {
+    ) -> Result<UserRow, StorageError> {
         self.change(|c| {
             require_company(c, company_id)?;
-            if crate::users::user_by_email(c, email)?.is_some() {
+            if users::user_by_email(c, email)?.is_some() {
                 return Err(StorageError::Conflict(format!(
                     "a user with email '{email}' already exists"
                 )));
@@ -159,7 +155,7 @@ impl Admin {
                  VALUES (?1, ?2, ?3, ?4)",
             )?
             .execute(params![company_id, email, password_hash, now.0])?;
-            let user = crate::users::user_by_email(c, email)?.ok_or_else(|| {
+            let user = users::user_by_email(c, email)?.ok_or_else(|| {
                 StorageError::Corrupt(format!("user '{email}' vanished after insert"))
             })?;
             changed(user)
@@ -178,7 +174,7 @@ impl Admin {
     ) -> Result<KeyRow, StorageError> {
         self.change(|c| {
             require_company(c, company_id)?;
-            if key_by_prefix(c, prefix)?.is_some() {
+            if companies::key_by_prefix(c, prefix)?.is_some() {
                 return Err(StorageError::Conflict(format!(
                     "an API key with prefix '{prefix}' already exists"
                 )));
@@ -188,7 +184,7 @@ impl Admin {
                  VALUES (?1, ?2, ?3, ?4, ?5)",
             )?
             .execute(params![company_id, label, prefix, secret_hash, now.0])?;
-            let key = key_by_prefix(c, prefix)?.ok_or_else(|| {
+            let key = companies::key_by_prefix(c, prefix)?.ok_or_else(|| {
                 StorageError::Corrupt(format!("key '{prefix}' vanished after insert"))
             })?;
             changed(key)
@@ -197,11 +193,7 @@ impl Admin {
 
     /// Every key, or those of one company.
     pub fn list_keys(&self, company_id: Option<CompanyId>) -> Result<Vec<KeyRow>, StorageError> {
-        let mut stmt = self.conn.prepare_cached(&format!(
-            "SELECT {KEY_COLUMNS} FROM api_keys \
-             WHERE ?1 IS NULL OR company_id = ?1 ORDER BY id"
-        ))?;
-        collect_rows(&mut stmt, [company_id], key_from_row)
+        companies::keys(&self.conn, company_id)
     }
 
     /// Revokes the key with `prefix`; false if unknown or already revoked.
@@ -250,11 +242,7 @@ impl Admin {
     ) -> Result<bool, StorageError> {
         self.change(|c| {
             require_company(c, company_id)?;
-            let owner: Option<CompanyId> = c
-                .prepare_cached("SELECT company_id FROM dedicated_numbers WHERE number = ?1")?
-                .query_row([number], |r| r.get(0))
-                .optional()?;
-            match owner {
+            match companies::dedicated_number_owner(c, number)? {
                 Some(owner) if owner == company_id => unchanged(false),
                 Some(owner) => Err(StorageError::Conflict(format!(
                     "number {number} is already dedicated to company {owner}"
@@ -285,16 +273,9 @@ impl Admin {
         })
     }
 
+    /// `(number, company_id)` for every dedicated number, by number.
     pub fn list_dedicated_numbers(&self) -> Result<Vec<(String, CompanyId)>, StorageError> {
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT number, company_id FROM dedicated_numbers ORDER BY number")?;
-        let mut rows = stmt.query([])?;
-        let mut out = Vec::new();
-        while let Some(r) = rows.next()? {
-            out.push((r.get(0)?, r.get(1)?));
-        }
-        Ok(out)
+        companies::dedicated_numbers(&self.conn)
     }
 
     /// Whether `verification.failed` webhooks are sent to this company.
@@ -383,19 +364,15 @@ impl Admin {
     /// Deliveries matching `filter`, newest first, each with its attempts.
     pub fn delivery_log(
         &self,
-        filter: &crate::deliveries::DeliveryFilter,
-    ) -> Result<Vec<crate::deliveries::DeliveryLogEntry>, StorageError> {
-        crate::deliveries::log(&self.conn, filter)
+        filter: &DeliveryFilter,
+    ) -> Result<Vec<DeliveryLogEntry>, StorageError> {
+        deliveries::log(&self.conn, filter)
     }
 
     /// Makes delivery `id` pending and due at `now`, whatever its state;
     /// the service sees the change version move and sends it at once.
-    pub fn retry_delivery(
-        &self,
-        id: i64,
-        now: UnixMillis,
-    ) -> Result<crate::rows::DeliveryRow, StorageError> {
-        self.change(|c| match crate::deliveries::retry(c, id, now)? {
+    pub fn retry_delivery(&self, id: i64, now: UnixMillis) -> Result<DeliveryRow, StorageError> {
+        self.change(|c| match deliveries::retry(c, id, now)? {
             Some(row) => changed(row),
             None => Err(StorageError::NotFound(format!(
                 "webhook delivery {id} does not exist"
@@ -408,20 +385,6 @@ fn company_not_found(id: CompanyId) -> StorageError {
     StorageError::NotFound(format!("company {id} does not exist"))
 }
 
-fn get_company(conn: &Connection, id: CompanyId) -> Result<Option<CompanyRow>> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {COMPANY_COLUMNS} FROM companies WHERE id = ?1"
-    ))?;
-    first_row(&mut stmt, [id], company_from_row)
-}
-
 fn require_company(conn: &Connection, id: CompanyId) -> Result<CompanyRow> {
-    get_company(conn, id)?.ok_or_else(|| company_not_found(id))
-}
-
-fn key_by_prefix(conn: &Connection, prefix: &str) -> Result<Option<KeyRow>> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {KEY_COLUMNS} FROM api_keys WHERE prefix = ?1"
-    ))?;
-    first_row(&mut stmt, [prefix], key_from_row)
+    companies::company(conn, id)?.ok_or_else(|| company_not_found(id))
 }

@@ -1,6 +1,8 @@
-//! When the writer copies the WAL back into the database file.
+//! When the writer copies the WAL back into the database file, and the
+//! writer connection's WAL settings that this policy relies on.
 //!
-//! SQLite's automatic checkpoint is off on the writer connection: it is a
+//! SQLite's automatic checkpoint is off on the writer connection
+//! ([`Checkpointer::new`] turns it off): it is a
 //! PASSIVE checkpoint, and under readers that never pause it can never reach
 //! the end of the WAL, so the WAL is never reused and grows without bound.
 //! Instead the writer, after its commits:
@@ -18,10 +20,14 @@
 //!
 //! `journal_size_limit` ([`JOURNAL_SIZE_LIMIT_BYTES`]) makes SQLite shrink
 //! the file when the WAL restarts, so the file length is a fair measure of
-//! how far the WAL has grown since. Not for: reader or admin connections
-//! (readers never commit; the operator CLI keeps SQLite's default).
+//! how far the WAL has grown since.
+//!
+//! Not for: reader or admin connections (readers never commit; the operator
+//! CLI keeps SQLite's default), or the settings every connection shares
+//! (see `conn`).
 
 use crate::conn::BUSY_TIMEOUT;
+use crate::error::Result;
 use rusqlite::Connection;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -38,7 +44,7 @@ pub(crate) const WAL_BYTES_FORCE: u64 = 16 * 1024 * 1024;
 /// checkpoint tries again after more growth.
 pub(crate) const RESTART_WAIT: Duration = Duration::from_millis(200);
 /// Size SQLite truncates the WAL file to when it restarts it.
-pub(crate) const JOURNAL_SIZE_LIMIT_BYTES: i64 = WAL_BYTES_FORCE as i64;
+const JOURNAL_SIZE_LIMIT_BYTES: i64 = WAL_BYTES_FORCE as i64;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Mode {
@@ -81,7 +87,14 @@ pub(crate) struct Checkpointer {
 }
 
 impl Checkpointer {
-    pub(crate) fn new(conn: &Connection, db_path: &std::path::Path) -> Checkpointer {
+    /// Takes over checkpointing on the writer connection `conn` of the
+    /// database at `db_path`. Call it before the first write on `conn`, so
+    /// that no commit triggers SQLite's own checkpoint.
+    pub(crate) fn new(conn: &Connection, db_path: &std::path::Path) -> Result<Checkpointer> {
+        // 0 turns off SQLite's automatic checkpoint after commits; the
+        // writer runs them itself (see the module docs).
+        conn.pragma_update(None, "wal_autocheckpoint", 0)?;
+        conn.pragma_update(None, "journal_size_limit", JOURNAL_SIZE_LIMIT_BYTES)?;
         let mut wal_path = db_path.as_os_str().to_owned();
         wal_path.push("-wal");
         let page_bytes = conn
@@ -90,13 +103,13 @@ impl Checkpointer {
             .and_then(|p| u64::try_from(p).ok())
             .filter(|p| *p > 0)
             .unwrap_or(4096);
-        Checkpointer {
+        Ok(Checkpointer {
             wal_path: wal_path.into(),
             page_bytes,
             batches_since: 0,
             force_at_bytes: WAL_BYTES_FORCE,
             runs: 0,
-        }
+        })
     }
 
     /// Whether there are commits since the last checkpoint (so an idle

@@ -4,10 +4,12 @@
 //! Why these: WAL lets the service's readers, its single writer and the
 //! operator CLI (another process) work on one file at once; NORMAL syncs only
 //! at checkpoints, which survives any process crash and may lose the last
-//! commits only on power loss. Not for: schema (see `schema`) or deciding
-//! when to checkpoint (see `checkpoint`).
+//! commits only on power loss.
+//!
+//! Not for: schema (see `schema`), or the writer's WAL settings and deciding
+//! when to checkpoint (see `checkpoint`, which owns both, so that the
+//! settings and the policy that relies on them live in one file).
 
-use crate::checkpoint::JOURNAL_SIZE_LIMIT_BYTES;
 use crate::error::{Result, StorageError};
 use rusqlite::{Connection, OpenFlags};
 use std::path::Path;
@@ -23,7 +25,10 @@ const STATEMENT_CACHE_CAPACITY: usize = 64;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Role {
-    /// The store's single writer: checkpoints are its job, not SQLite's.
+    /// The store's single writer. Its WAL settings (no automatic
+    /// checkpoint, a journal size limit) are applied by
+    /// `checkpoint::Checkpointer::new`, which the store creates right after
+    /// opening this connection.
     Writer,
     /// A reader thread or a standalone `Reader`: `query_only`.
     Reader,
@@ -56,15 +61,8 @@ pub(crate) fn open(path: &Path, role: Role) -> Result<Connection> {
     }
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
-    match role {
-        Role::Writer => {
-            // 0 turns off SQLite's automatic checkpoint after commits; the
-            // writer runs them itself (see `checkpoint`).
-            conn.pragma_update(None, "wal_autocheckpoint", 0)?;
-            conn.pragma_update(None, "journal_size_limit", JOURNAL_SIZE_LIMIT_BYTES)?;
-        }
-        Role::Reader => conn.pragma_update(None, "query_only", "ON")?,
-        Role::Admin => {}
+    if role == Role::Reader {
+        conn.pragma_update(None, "query_only", "ON")?;
     }
     Ok(conn)
 }

@@ -16,8 +16,7 @@
 
 use crate::error::{Result, StorageError};
 use crate::rows::{
-    collect_rows, company_from_row, delivery_from_row, first_row, CompanyRow, DeliveryRow,
-    DeliveryState, COMPANY_COLUMNS, DELIVERY_COLUMNS,
+    collect_rows, delivery_from_row, first_row, DeliveryRow, DeliveryState, DELIVERY_COLUMNS,
 };
 use dialproof_engine::time::UnixMillis;
 use dialproof_engine::CompanyId;
@@ -162,13 +161,6 @@ pub(crate) fn delivery(conn: &Connection, id: i64) -> Result<Option<DeliveryRow>
         "SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries WHERE id = ?1"
     ))?;
     first_row(&mut stmt, [id], delivery_from_row)
-}
-
-pub(crate) fn company(conn: &Connection, id: CompanyId) -> Result<Option<CompanyRow>> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {COMPANY_COLUMNS} FROM companies WHERE id = ?1"
-    ))?;
-    first_row(&mut stmt, [id], company_from_row)
 }
 
 const ATTEMPT_COLUMNS: &str = "id, delivery_id, attempt_no, started_at, latency_ms, http_status, \

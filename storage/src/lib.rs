@@ -5,42 +5,63 @@
 //! How it fits: the binary opens a [`Store`] and talks to it only by
 //! queueing — [`Store::submit`] a [`WriteOp`] or [`Store::read`] a job — and
 //! gets results through reply callbacks called on the storage threads, after
-//! COMMIT for writes. The operator CLI uses [`Admin`] from another process
-//! against the same file. Files, in the order a write travels: `store`
-//! (handle, queues, shutdown), `writer` (group commit, transitions, outbox),
-//! `checkpoint` (WAL policy), `reader` (queries), `admin`, `rows` (row
-//! types and mapping), `schema` (migrations), `conn` (connection settings),
-//! `failpoints` (crash and error injection).
+//! COMMIT for writes. What must follow a commit (a released number, a new
+//! outbox row, a log line) comes out once, as [`Committed`] events, on the
+//! [`CommitReceiver`] of the one consumer the binary runs (see
+//! [`Store::open_with_commit_sink`]). The operator CLI uses [`Admin`] from
+//! another process against the same file.
+//!
+//! Files, in the order a write travels: `store` (handle, queues, shutdown),
+//! `ops` (what is queued, and the reply type), `writer` (the group-commit
+//! thread; its `batch`, `op`, `replies`, `transition` and `inserts`),
+//! `committed` (the events after COMMIT), `checkpoint` (WAL policy),
+//! `stats` (counters); then `reader` (queries and reader threads), `admin`
+//! (the operator's changes), `companies` (the queries both share), `meta`
+//! (the change counter), `deliveries` (webhook attempts and log), `users`
+//! (dashboard users and sessions), `rows` (row types and mapping), `schema`
+//! (migrations), `conn` (connection settings), `failpoints` (crash and
+//! error injection), `error`.
 //!
 //! Not for: HTTP (storage knows rows, not status codes), clocks (every time
-//! is passed in as `now`/`at`), or decisions (the engine's state machine
-//! decides; the writer persists its decision atomically with the outbox).
+//! is passed in as `now`/`at`), decisions (the engine's state machine
+//! decides; the writer persists its decision atomically with the outbox),
+//! or acting on a commit (the binary's consumer does).
 #![forbid(unsafe_code)]
 
 mod admin;
 mod checkpoint;
+mod committed;
+mod companies;
 mod conn;
 mod deliveries;
 mod error;
 mod failpoints;
+mod meta;
+mod ops;
 mod reader;
 mod rows;
 mod schema;
+mod stats;
 mod store;
 mod users;
 mod writer;
 
 pub use admin::{Admin, DEV_WEBHOOK_URLS_MAX, DEV_WEBHOOK_URL_LEN_MAX};
+pub use committed::{CommitReceiver, CommitSink, Committed, CommittedBatch, Transitioned};
 pub use deliveries::{
     truncate_utf8, AttemptRow, DeliveryFilter, DeliveryLogEntry, NewAttempt, ATTEMPTS_LISTED_MAX,
     DELIVERY_LOG_LIMIT_MAX, ERROR_TEXT_BYTES_MAX, RESPONSE_BODY_LOG_BYTES_MAX,
 };
 pub use error::StorageError;
 pub use failpoints::{FailPoints, FAIL_POINT_NAMES};
+pub use ops::{Reply, WriteOp};
 pub use reader::{Reader, DUE_DELIVERIES_LIMIT_MAX};
 pub use rows::{
-    CompanyRow, DeliveryRow, DeliveryState, KeyRow, NewRejection, TransitionResult, VerificationRow,
+    CompanyRow, DeliveryRow, DeliveryState, KeyRow, NewRejection, ReleasedLease, TransitionResult,
+    VerificationRow,
 };
-pub use store::{Options, Store, StoreStats, READERS_MAX};
+pub use stats::StoreStats;
+pub use store::{
+    Options, Store, BATCH_MAX_DEFAULT, QUEUE_CAPACITY_DEFAULT, READERS_DEFAULT, READERS_MAX,
+};
 pub use users::{NewSession, SessionUser, UserRow, SESSIONS_PER_USER_MAX};
-pub use writer::{Reply, WriteOp};

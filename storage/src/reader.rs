@@ -7,19 +7,24 @@
 //! reloads them when [`Reader::change_version`] moves; readers serve GETs,
 //! recovery and those reloads.
 //!
-//! Not for: writes of any kind (the connection refuses them), or holding a
+//! Not for: writes of any kind (the connection refuses them), holding a
 //! read transaction open across jobs (each query is its own snapshot, which
-//! lets WAL checkpoints make progress).
+//! lets WAL checkpoints make progress), or queries the operator shares
+//! (those live in `companies`, `deliveries` and `users`; the methods here
+//! only call them).
 
+use crate::companies;
 use crate::conn::{self, Role};
+use crate::deliveries::{self, DeliveryFilter, DeliveryLogEntry};
 use crate::error::{Result, StorageError};
 use crate::failpoints::{FailPoints, Point};
+use crate::meta;
 use crate::rows::{
-    collect_rows, company_from_row, delivery_from_row, first_row, key_from_row,
-    verification_from_row, CompanyRow, DeliveryRow, KeyRow, VerificationRow, COMPANY_COLUMNS,
-    DELIVERY_COLUMNS, KEY_COLUMNS, VERIFICATION_COLUMNS,
+    collect_rows, delivery_from_row, first_row, verification_from_row, CompanyRow, DeliveryRow,
+    KeyRow, VerificationRow, DELIVERY_COLUMNS, VERIFICATION_COLUMNS,
 };
 use crate::schema;
+use crate::users::{self, SessionUser, UserRow};
 use crossbeam_channel::Receiver;
 use dialproof_engine::time::UnixMillis;
 use dialproof_engine::CompanyId;
@@ -50,7 +55,7 @@ impl Reader {
 
     /// The verification `id` if it belongs to `company_id`; another
     /// company's id is `None`, exactly like an unknown one.
-    pub fn get_verification(
+    pub fn verification(
         &self,
         id: &str,
         company_id: CompanyId,
@@ -66,8 +71,8 @@ impl Reader {
     }
 
     /// The dashboard user with this email, if any.
-    pub fn user_by_email(&self, email: &str) -> Result<Option<crate::UserRow>, StorageError> {
-        crate::users::user_by_email(&self.conn, email)
+    pub fn user_by_email(&self, email: &str) -> Result<Option<UserRow>, StorageError> {
+        users::user_by_email(&self.conn, email)
     }
 
     /// The user of a live (unexpired at `now`) session.
@@ -75,43 +80,30 @@ impl Reader {
         &self,
         token_hash: &str,
         now: UnixMillis,
-    ) -> Result<Option<crate::SessionUser>, StorageError> {
-        crate::users::session_user(&self.conn, token_hash, now)
+    ) -> Result<Option<SessionUser>, StorageError> {
+        users::session_user(&self.conn, token_hash, now)
     }
 
     /// Every API key, revoked ones included (the binary decides what a
     /// revoked key means).
     pub fn load_keys(&self) -> Result<Vec<KeyRow>, StorageError> {
-        let mut stmt = self
-            .conn
-            .prepare_cached(&format!("SELECT {KEY_COLUMNS} FROM api_keys ORDER BY id"))?;
-        collect_rows(&mut stmt, [], key_from_row)
+        companies::keys(&self.conn, None)
     }
 
+    /// Every company, by id.
     pub fn load_companies(&self) -> Result<Vec<CompanyRow>, StorageError> {
-        let mut stmt = self.conn.prepare_cached(&format!(
-            "SELECT {COMPANY_COLUMNS} FROM companies ORDER BY id"
-        ))?;
-        collect_rows(&mut stmt, [], company_from_row)
+        companies::companies(&self.conn)
     }
 
     /// `(number, company_id)` for every number reserved to one company.
     pub fn load_dedicated_numbers(&self) -> Result<Vec<(String, CompanyId)>, StorageError> {
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT number, company_id FROM dedicated_numbers ORDER BY number")?;
-        let mut rows = stmt.query([])?;
-        let mut out = Vec::new();
-        while let Some(r) = rows.next()? {
-            out.push((r.get(0)?, r.get(1)?));
-        }
-        Ok(out)
+        companies::dedicated_numbers(&self.conn)
     }
 
     /// A counter every operator change increments; poll it and reload keys,
     /// companies and dedications when it moved.
     pub fn change_version(&self) -> Result<i64, StorageError> {
-        change_version(&self.conn)
+        meta::change_version(&self.conn)
     }
 
     /// Every verification still `pending`, oldest first: what recovery
@@ -162,32 +154,21 @@ impl Reader {
 impl Reader {
     /// One outbox row by id.
     pub fn delivery(&self, id: i64) -> Result<Option<DeliveryRow>, StorageError> {
-        crate::deliveries::delivery(&self.conn, id)
+        deliveries::delivery(&self.conn, id)
     }
 
     /// One company by id, read fresh (secrets and development URLs as they
     /// are now, not as a cache last saw them).
     pub fn company(&self, id: CompanyId) -> Result<Option<CompanyRow>, StorageError> {
-        crate::deliveries::company(&self.conn, id)
+        companies::company(&self.conn, id)
     }
 
     /// The delivery log (see `Admin::delivery_log`).
     pub fn delivery_log(
         &self,
-        filter: &crate::deliveries::DeliveryFilter,
-    ) -> Result<Vec<crate::deliveries::DeliveryLogEntry>, StorageError> {
-        crate::deliveries::log(&self.conn, filter)
-    }
-}
-
-pub(crate) fn change_version(conn: &Connection) -> Result<i64> {
-    let mut stmt = conn.prepare_cached("SELECT value FROM meta WHERE key = 'change_version'")?;
-    let mut rows = stmt.query([])?;
-    match rows.next()? {
-        Some(r) => Ok(r.get(0)?),
-        None => Err(StorageError::Corrupt(
-            "meta.change_version is missing".into(),
-        )),
+        filter: &DeliveryFilter,
+    ) -> Result<Vec<DeliveryLogEntry>, StorageError> {
+        deliveries::log(&self.conn, filter)
     }
 }
 

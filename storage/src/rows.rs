@@ -2,8 +2,10 @@
 //!
 //! Every conversion from a stored value to a typed field is checked here: an
 //! unknown status text or a negative TTL is `StorageError::Corrupt`, never a
-//! panic. Not for: queries (see `reader`, `writer`, `admin`) or validation of
-//! what callers store (the binary parses at the edge).
+//! panic.
+//!
+//! Not for: queries (see `reader`, `writer`, `admin`, `companies`) or
+//! validation of what callers store (the binary parses at the edge).
 
 use crate::error::{Result, StorageError};
 use dialproof_engine::pool::Pool;
@@ -72,6 +74,15 @@ pub struct CompanyRow {
     pub dev_webhook_urls: Vec<String>,
 }
 
+/// A lease a transition ended: `dial_number` goes back to the lease table
+/// if the table still holds it at `generation` (an older generation means
+/// the number was already released and issued again).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReleasedLease {
+    pub dial_number: String,
+    pub generation: u32,
+}
+
 /// What a `WriteOp::Transition` did, reported after COMMIT.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TransitionResult {
@@ -80,8 +91,8 @@ pub struct TransitionResult {
     pub row: Option<VerificationRow>,
     /// Whether the status changed (false for a repeated cancel, a late call...).
     pub changed: bool,
-    /// `(dial_number, lease_generation)` to give back to the lease table.
-    pub released: Option<(String, u32)>,
+    /// The lease to give back to the lease table.
+    pub released: Option<ReleasedLease>,
     /// The outbox row written with the transition, if any.
     pub delivery_id: Option<i64>,
 }

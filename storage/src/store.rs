@@ -4,17 +4,24 @@
 //! `Store` is a cheap `Clone` (an `Arc`). Its methods never block on SQLite:
 //! `submit` and `read` only enqueue (or fail at once with `QueueFull` /
 //! `Closed`), so they are safe to call from a may coroutine. Results arrive
-//! through the reply callbacks, on the storage threads.
+//! through the reply callbacks, on the storage threads; what must follow a
+//! commit reaches the binary's commit consumer through the [`CommitSink`]
+//! given to [`Store::open_with_commit_sink`].
 //!
 //! Not for: the operator's changes (see `Admin`, which runs in another
-//! process), or retry policy (a full queue is the caller's back-pressure).
+//! process), retry policy (a full queue is the caller's back-pressure), or
+//! running writes and reads (see `writer` and `reader`).
 
+use crate::checkpoint::Checkpointer;
+use crate::committed::CommitSink;
 use crate::conn::{self, Role};
 use crate::error::{Result, StorageError};
 use crate::failpoints::FailPoints;
+use crate::ops::{Reply, WriteOp, WriterMsg};
 use crate::reader::{self, ReadTask, Reader, ReaderMsg};
 use crate::schema;
-use crate::writer::{Reply, WriteOp, Writer, WriterMsg};
+use crate::stats::{Counters, StoreStats};
+use crate::writer::{BatchContext, Writer};
 use crossbeam_channel::{bounded, Sender, TrySendError};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,6 +31,13 @@ use std::thread::JoinHandle;
 /// Most reader threads a store starts; more than the cores only adds
 /// connections that wait on the same disk.
 pub const READERS_MAX: usize = 64;
+/// [`Options::batch_max`] unless set.
+pub const BATCH_MAX_DEFAULT: usize = 512;
+/// [`Options::queue_capacity`] unless set: how many writes (and, apart,
+/// reads) may wait before callers are told `QueueFull` and shed load.
+pub const QUEUE_CAPACITY_DEFAULT: usize = 65_536;
+/// [`Options::readers`] unless set.
+pub const READERS_DEFAULT: usize = 2;
 
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -31,7 +45,7 @@ pub struct Options {
     pub batch_max: usize,
     /// Capacity of the write queue, and separately of the read queue.
     pub queue_capacity: usize,
-    /// Reader threads (1..=`READERS_MAX`).
+    /// Reader threads (1..=[`READERS_MAX`]).
     pub readers: usize,
     pub failpoints: FailPoints,
 }
@@ -39,9 +53,9 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Options {
-            batch_max: 512,
-            queue_capacity: 65_536,
-            readers: 2,
+            batch_max: BATCH_MAX_DEFAULT,
+            queue_capacity: QUEUE_CAPACITY_DEFAULT,
+            readers: READERS_DEFAULT,
             failpoints: FailPoints::default(),
         }
     }
@@ -65,35 +79,6 @@ impl Options {
         }
         Ok(())
     }
-}
-
-/// Counters shared with the storage threads.
-#[derive(Debug, Default)]
-pub(crate) struct Stats {
-    pub(crate) batches_committed: AtomicU64,
-    pub(crate) batches_failed: AtomicU64,
-    pub(crate) ops_committed: AtomicU64,
-    pub(crate) ops_failed: AtomicU64,
-    pub(crate) checkpoints: AtomicU64,
-}
-
-/// A snapshot of the store's counters (for tests and metrics).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StoreStats {
-    /// Transactions committed by the writer.
-    pub batches_committed: u64,
-    /// Transactions rolled back as a whole (failed BEGIN/COMMIT, fail point).
-    pub batches_failed: u64,
-    /// Ops that succeeded in a committed transaction.
-    pub ops_committed: u64,
-    /// Ops whose reply (or log line) was an error.
-    pub ops_failed: u64,
-    /// WAL checkpoints run by the writer.
-    pub checkpoints: u64,
-    /// Ops waiting in the write queue right now.
-    pub write_queue_len: usize,
-    /// Jobs waiting in the read queue right now.
-    pub read_queue_len: usize,
 }
 
 /// Lets `shutdown` know that no `submit`/`read` is between its "closed?"
@@ -134,7 +119,7 @@ struct Inner {
     write_tx: Sender<WriterMsg>,
     read_tx: Sender<ReaderMsg>,
     gate: Gate,
-    stats: Arc<Stats>,
+    counters: Arc<Counters>,
     /// Writer first, then readers. Held for the whole of `shutdown`, so a
     /// second call waits for the first to finish.
     threads: Mutex<Vec<JoinHandle<()>>>,
@@ -150,10 +135,31 @@ impl Store {
     /// Opens (creating the directory and file if needed) and migrates the
     /// database at `path`, then starts the writer thread and
     /// `opts.readers` reader threads, each with its own connection.
+    /// Commits are reported only through replies; the service opens with
+    /// [`Store::open_with_commit_sink`] instead.
     pub fn open(path: &Path, opts: Options) -> Result<Store, StorageError> {
+        Store::start(path, opts, None)
+    }
+
+    /// Like [`Store::open`], and the writer hands every committed batch's
+    /// events to `sink` (see [`CommitSink`] for the contract). Keep its
+    /// receiver until `shutdown` returns and drain it: the last batches
+    /// arrive while the writer finishes its queue.
+    pub fn open_with_commit_sink(
+        path: &Path,
+        opts: Options,
+        sink: CommitSink,
+    ) -> Result<Store, StorageError> {
+        Store::start(path, opts, Some(sink))
+    }
+
+    fn start(path: &Path, opts: Options, sink: Option<CommitSink>) -> Result<Store> {
         opts.validate()?;
         conn::create_parent_dir(path)?;
         let writer_conn = conn::open(path, Role::Writer)?;
+        // Before the migration's commits, so that none of them runs
+        // SQLite's own checkpoint.
+        let checkpointer = Checkpointer::new(&writer_conn, path)?;
         schema::migrate(&writer_conn)?;
         let mut reader_conns = Vec::with_capacity(opts.readers);
         for _ in 0..opts.readers {
@@ -162,27 +168,30 @@ impl Store {
 
         let (write_tx, write_rx) = bounded(opts.queue_capacity);
         let (read_tx, read_rx) = bounded(opts.queue_capacity);
-        let stats = Arc::new(Stats::default());
+        let counters = Arc::new(Counters::default());
         let store = Store {
             inner: Arc::new(Inner {
                 write_tx,
                 read_tx,
                 gate: Gate::default(),
-                stats: Arc::clone(&stats),
+                counters: Arc::clone(&counters),
                 threads: Mutex::new(Vec::with_capacity(opts.readers + 1)),
             }),
         };
 
-        // The threads hold only their receivers and the stats, never the
-        // `Inner`: when the last `Store` is dropped the senders go, and the
-        // threads finish the queue and exit even without `shutdown`.
+        // The threads hold only their receivers and the counters, never
+        // the `Inner`: when the last `Store` is dropped the senders go, and
+        // the threads finish the queue and exit even without `shutdown`.
         let writer = Writer {
             conn: writer_conn,
+            checkpointer,
             rx: write_rx,
-            failpoints: opts.failpoints.clone(),
-            stats,
             batch_max: opts.batch_max,
-            db_path: path.to_path_buf(),
+            context: BatchContext {
+                failpoints: opts.failpoints.clone(),
+                counters,
+                commit_sink: sink,
+            },
         };
         let spawned = std::thread::Builder::new()
             .name("dialproof-storage-writer".into())
@@ -229,7 +238,8 @@ impl Store {
     /// `queue_capacity`, `Err(Closed)` after `shutdown`. On `Err` the op
     /// (and its reply) is dropped without being called; on `Ok` its reply is
     /// called exactly once, on the writer thread, after the batch's COMMIT
-    /// (or with the error that kept it from committing).
+    /// (or with the error that kept it from committing), and after the
+    /// batch's events went to the commit sink.
     pub fn submit(&self, op: WriteOp) -> Result<(), StorageError> {
         let inner = &self.inner;
         if !inner.gate.enter() {
@@ -279,7 +289,7 @@ impl Store {
 
     /// The counters so far.
     pub fn stats(&self) -> StoreStats {
-        let s = &self.inner.stats;
+        let s = &self.inner.counters;
         StoreStats {
             batches_committed: s.batches_committed.load(Ordering::Relaxed),
             batches_failed: s.batches_failed.load(Ordering::Relaxed),
@@ -288,6 +298,7 @@ impl Store {
             checkpoints: s.checkpoints.load(Ordering::Relaxed),
             write_queue_len: self.inner.write_tx.len(),
             read_queue_len: self.inner.read_tx.len(),
+            committed_batches_queued: s.committed_batches_queued.load(Ordering::Relaxed),
         }
     }
 

@@ -86,8 +86,8 @@ fn keys_companies_and_numbers_round_trip() {
     let c = admin
         .create_company("Globex", "whsec_g", T0)
         .expect("company");
-    assert_eq!(admin.get_company(c.id).expect("get"), Some(c.clone()));
-    assert_eq!(admin.get_company(999).expect("get"), None);
+    assert_eq!(admin.company(c.id).expect("get"), Some(c.clone()));
+    assert_eq!(admin.company(999).expect("get"), None);
     assert!(!c.send_failed_webhooks && c.dev_webhook_urls.is_empty());
     assert_eq!(admin.list_companies().expect("list").len(), 3);
 
@@ -157,7 +157,7 @@ fn keys_companies_and_numbers_round_trip() {
             ],
         )
         .expect("urls");
-    let got = admin.get_company(c.id).expect("get").expect("company");
+    let got = admin.company(c.id).expect("get").expect("company");
     assert_eq!(
         got.dev_webhook_urls,
         vec!["http://a.test/h", "http://b.test/h"]
@@ -168,7 +168,7 @@ fn keys_companies_and_numbers_round_trip() {
     ));
     admin.set_dev_webhook_urls(c.id, vec![]).expect("clear");
     assert!(admin
-        .get_company(c.id)
+        .company(c.id)
         .expect("get")
         .expect("c")
         .dev_webhook_urls

@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use dialproof_engine::verification::{Event, Status};
-use dialproof_storage::{Store, TransitionResult, WriteOp};
+use dialproof_storage::{ReleasedLease, Store, TransitionResult, WriteOp};
 use std::sync::mpsc;
 
 fn by_number(
@@ -39,7 +39,13 @@ fn a_call_completes_the_pending_verification_of_its_number_once() {
     let at = T0.plus_seconds(5);
     let r = by_number(&store, &row.dial_number, Some(7), call(at, "+79990001122"));
     assert!(r.changed);
-    assert_eq!(r.released, Some((row.dial_number.clone(), 7)));
+    assert_eq!(
+        r.released,
+        Some(ReleasedLease {
+            dial_number: row.dial_number.clone(),
+            generation: 7
+        })
+    );
     let done = r.row.expect("row");
     assert_eq!(done.id, row.id);
     assert_eq!(done.status, Status::Completed);

@@ -77,7 +77,7 @@ fn replies_come_after_commit() {
                     let seen = outside
                         .lock()
                         .expect("lock")
-                        .get_verification(&id, company)
+                        .verification(&id, company)
                         .expect("read");
                     let _ = tx.send((r, seen.is_some()));
                 }),

@@ -161,7 +161,7 @@ fn after_commit_error_reports_failure_of_a_stored_row() {
     store.shutdown();
     assert!(db
         .reader()
-        .get_verification(&row.id, db.company)
+        .verification(&row.id, db.company)
         .expect("get")
         .is_some());
 }

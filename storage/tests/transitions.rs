@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use dialproof_engine::verification::{Event, EventType, Status};
-use dialproof_storage::{DeliveryState, Store, TransitionResult};
+use dialproof_storage::{DeliveryState, ReleasedLease, Store, TransitionResult};
 use std::sync::{Arc, Barrier};
 
 fn deliveries(db: &Db, id: &str) -> Vec<dialproof_storage::DeliveryRow> {
@@ -25,16 +25,17 @@ fn a_call_completes_releases_and_writes_the_outbox_row() {
     assert!(r.changed);
     assert_eq!(
         r.released,
-        Some((row.dial_number.clone(), row.lease_generation))
+        Some(ReleasedLease {
+            dial_number: row.dial_number.clone(),
+            generation: row.lease_generation
+        })
     );
     let updated = r.row.expect("row");
     assert_eq!(updated.status, Status::Completed);
     assert_eq!(updated.completed_at, Some(at));
     assert_eq!(updated.caller_id, "+79990001122");
     assert_eq!(
-        db.reader()
-            .get_verification(&row.id, db.company)
-            .expect("get"),
+        db.reader().verification(&row.id, db.company).expect("get"),
         Some(updated)
     );
 
@@ -172,19 +173,16 @@ fn another_companys_verification_is_not_found() {
     assert!(unknown.row.is_none());
     assert_eq!(
         db.reader()
-            .get_verification(&row.id, db.other_company)
+            .verification(&row.id, db.other_company)
             .expect("get"),
         None
     );
     let (id, other) = (row.id.clone(), db.other_company);
     assert_eq!(
-        read(&store, move |r| r.get_verification(&id, other)).expect("read"),
+        read(&store, move |r| r.verification(&id, other)).expect("read"),
         Ok(None)
     );
-    let still = db
-        .reader()
-        .get_verification(&row.id, db.company)
-        .expect("get");
+    let still = db.reader().verification(&row.id, db.company).expect("get");
     assert_eq!(still.map(|r| r.status), Some(Status::Pending));
     store.shutdown();
 }
@@ -225,10 +223,7 @@ fn race(
             "exactly one wins"
         );
         assert_eq!(results.iter().filter(|r| r.released.is_some()).count(), 1);
-        let final_row = db
-            .reader()
-            .get_verification(&row.id, db.company)
-            .expect("get");
+        let final_row = db.reader().verification(&row.id, db.company).expect("get");
         let status = final_row.expect("row").status;
         // The winner reports the final status; the other saw either the
         // winner's status or, if it was a no-op applied first (a late
@@ -315,9 +310,6 @@ fn a_transition_without_reply_still_commits() {
         })
         .expect("submit");
     store.shutdown();
-    let r = db
-        .reader()
-        .get_verification(&row.id, db.company)
-        .expect("get");
+    let r = db.reader().verification(&row.id, db.company).expect("get");
     assert_eq!(r.map(|r| r.status), Some(Status::Expired));
 }

@@ -1,0 +1,130 @@
+//! What the writer reports after each COMMIT ([`Committed`]), and the one
+//! queue that carries it to the binary's commit consumer.
+//!
+//! Why: a commit has consequences outside the database (a number goes back
+//! to the lease table, the webhook driver should send the new outbox row,
+//! an expiry must be scheduled, a log line written). A reply callback is the
+//! wrong place for them: it runs on the writer thread, and it is lost when
+//! its requester stopped waiting (a timed-out cancel whose transition still
+//! commits). So the writer reports every committed batch to one consumer,
+//! which owns those consequences; replies only answer their requester.
+//!
+//! The contract, for a store opened with `Store::open_with_commit_sink`:
+//!
+//! - Every op that changed something outside its own row gets one event
+//!   (`Created`, `Transitioned`, `AttemptRecorded`), in commit order, once.
+//!   A transition that changed nothing (a repeated cancel, a late call),
+//!   rejection rows, key touches and sessions have no consequence beyond
+//!   their reply or their row, and no event.
+//! - A batch's events are handed over after its COMMIT and before any of
+//!   its replies is called: a requester that has its reply knows that the
+//!   consumer can already see the event. A rolled-back batch has no events.
+//!   With the `writer.after_commit=error` fail point the replies report an
+//!   error but the rows are stored, so the events still go out.
+//! - The hand-over never blocks and never drops: the queue is unbounded on
+//!   purpose, because the writer must neither wait for the consumer (every
+//!   request would wait with it) nor lose a release (the number would stay
+//!   leased until a restart). What bounds it is the consumer's speed: its
+//!   work per event is a bitmap flip, a channel send and a log line, and
+//!   `StoreStats::committed_batches_queued` shows whether it keeps up.
+//! - The queue ends when the writer exits: [`CommitReceiver::recv`] returns
+//!   `None` only after the last committed batch was taken, so a consumer
+//!   that loops until `None` and is joined after `Store::shutdown` has seen
+//!   every commit. The only loss is a consumer that drops its receiver
+//!   early; the writer logs each batch it could not hand over.
+//!
+//! Not for: the request/response wait of one request (that is the op's
+//! `Reply`), or deciding what a consequence is (the consumer in the binary
+//! releases, wakes and logs).
+
+use crate::rows::{DeliveryRow, ReleasedLease, VerificationRow};
+use crate::stats::Counters;
+use crossbeam_channel::{unbounded, Receiver, RecvTimeoutError, Sender};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// One committed op's consequence outside the database.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Committed {
+    /// `WriteOp::InsertVerification`: the verification is stored; its lease
+    /// is live and its expiry should be scheduled.
+    Created(VerificationRow),
+    /// A `Transition` or `TransitionByNumber` that changed the status.
+    Transitioned(Transitioned),
+    /// `WriteOp::RecordAttempt`: the delivery as the attempt left it (a
+    /// manual retry that landed meanwhile may have kept it pending and due).
+    AttemptRecorded(DeliveryRow),
+}
+
+/// A status change, as committed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transitioned {
+    /// The verification after the change.
+    pub row: VerificationRow,
+    /// The lease the change ended, to give back to the lease table.
+    pub released: Option<ReleasedLease>,
+    /// The outbox row written in the same transaction, if the change emits
+    /// a webhook. Boxed: most events carry none, and the event stays small.
+    pub delivery: Option<Box<DeliveryRow>>,
+}
+
+/// The events of one committed transaction, in the order its ops ran.
+pub type CommittedBatch = Vec<Committed>;
+
+/// The writer's end of the commit queue; give it to
+/// `Store::open_with_commit_sink`.
+#[derive(Debug)]
+pub struct CommitSink {
+    tx: Sender<CommittedBatch>,
+}
+
+/// The consumer's end of the commit queue. Not `Clone`: one consumer owns
+/// the consequences of commits, so that they happen once and in order.
+#[derive(Debug)]
+pub struct CommitReceiver {
+    rx: Receiver<CommittedBatch>,
+}
+
+impl CommitSink {
+    /// A new commit queue (unbounded on purpose; see the module docs).
+    pub fn channel() -> (CommitSink, CommitReceiver) {
+        let (tx, rx) = unbounded();
+        (CommitSink { tx }, CommitReceiver { rx })
+    }
+
+    /// Hands a committed batch to the consumer. Never blocks; an empty
+    /// batch is not sent.
+    pub(crate) fn hand_over(&self, batch: CommittedBatch, counters: &Counters) {
+        if batch.is_empty() {
+            return;
+        }
+        // An unbounded send fails only when the receiver is gone.
+        if let Err(lost) = self.tx.send(batch) {
+            tracing::error!(
+                events = lost.0.len(),
+                "the commit consumer is gone; committed events not handed over"
+            );
+        }
+        counters
+            .committed_batches_queued
+            .store(self.tx.len() as u64, Ordering::Relaxed);
+    }
+}
+
+impl CommitReceiver {
+    /// Waits for the next committed batch. `None` once the writer has
+    /// exited and every batch it committed has been taken.
+    pub fn recv(&self) -> Option<CommittedBatch> {
+        self.rx.recv().ok()
+    }
+
+    /// Like [`recv`](Self::recv), waiting at most `timeout`.
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<CommittedBatch, RecvTimeoutError> {
+        self.rx.recv_timeout(timeout)
+    }
+
+    /// The batches already queued, without waiting.
+    pub fn try_iter(&self) -> impl Iterator<Item = CommittedBatch> + '_ {
+        self.rx.try_iter()
+    }
+}

@@ -1,0 +1,97 @@
+//! What callers queue for the writer ([`WriteOp`]), and the [`Reply`]
+//! callback both storage queues answer a single request with.
+//!
+//! A module of its own because the store (which queues) and the writer
+//! (which runs) both need these types, and neither should import the other
+//! for them.
+//!
+//! Not for: running the ops (see `writer`) or what follows a commit beyond
+//! the one requester's answer (see `committed`).
+
+use crate::deliveries::NewAttempt;
+use crate::error::StorageError;
+use crate::rows::{NewRejection, TransitionResult, VerificationRow};
+use crate::users::NewSession;
+use dialproof_engine::time::UnixMillis;
+use dialproof_engine::verification::Event;
+use dialproof_engine::CompanyId;
+
+/// A callback the writer (or a reader) calls exactly once with the outcome
+/// of one request. It runs on the storage thread: it must only hand the
+/// value over to whoever waits for it (wake a coroutine, send on a
+/// channel), never block, and never carry the consequences of a commit
+/// (releasing a number, waking the webhook driver): those belong to the
+/// commit consumer (see `committed`), which also sees commits whose
+/// requester stopped waiting.
+pub type Reply<T> = Box<dyn FnOnce(T) + Send + 'static>;
+
+/// One write, as queued by `Store::submit`.
+pub enum WriteOp {
+    /// Store a new verification; the reply comes after COMMIT (the 201).
+    InsertVerification {
+        row: VerificationRow,
+        reply: Reply<Result<(), StorageError>>,
+    },
+    /// Apply `event` to verification `id` (scoped to `company_id` if given),
+    /// persist the result and its outbox row, then reply.
+    Transition {
+        id: String,
+        company_id: Option<CompanyId>,
+        event: Event,
+        reply: Option<Reply<Result<TransitionResult, StorageError>>>,
+    },
+    /// Apply `event` to the pending verification holding `dial_number`
+    /// (with lease `generation`, if given): how an inbound call finds its
+    /// verification, and how a line going down fails its pending ones. The
+    /// lookup and the transition share the transaction, so a call racing a
+    /// cancel or an expiry sees whichever the writer applied first. Replies
+    /// with `row: None` when no pending verification holds the number.
+    TransitionByNumber {
+        dial_number: String,
+        generation: Option<u32>,
+        event: Event,
+        reply: Option<Reply<Result<TransitionResult, StorageError>>>,
+    },
+    /// Record a 503 rejection. Fire-and-forget: failures are only logged.
+    InsertRejection(NewRejection),
+    /// Move a key's `last_used_at` forward to `at` (never backward).
+    /// Fire-and-forget; touches of one key in a batch become one UPDATE.
+    TouchKey { key_id: i64, at: UnixMillis },
+    /// Record a finished webhook attempt and move its delivery on (state,
+    /// attempt count, next attempt time) in one transaction; reply after
+    /// COMMIT. See `deliveries`.
+    RecordAttempt {
+        attempt: NewAttempt,
+        reply: Reply<Result<(), StorageError>>,
+    },
+    /// Store a dashboard session at login; reply after COMMIT (the cookie is
+    /// handed out only once the session exists).
+    InsertSession {
+        session: NewSession,
+        reply: Reply<Result<(), StorageError>>,
+    },
+}
+
+impl WriteOp {
+    /// The op's name, for log lines about an op that has no reply.
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            WriteOp::InsertVerification { .. } => "insert_verification",
+            WriteOp::Transition { .. } => "transition",
+            WriteOp::TransitionByNumber { .. } => "transition_by_number",
+            WriteOp::InsertRejection(_) => "insert_rejection",
+            WriteOp::TouchKey { .. } => "touch_key",
+            WriteOp::RecordAttempt { .. } => "record_attempt",
+            WriteOp::InsertSession { .. } => "insert_session",
+        }
+    }
+}
+
+/// What the writer thread receives.
+pub(crate) enum WriterMsg {
+    /// Boxed because a bounded channel allocates every slot up front: a
+    /// pointer per slot instead of a whole `VerificationRow`.
+    Op(Box<WriteOp>),
+    /// Sent by `Store::shutdown` after the last accepted op.
+    Stop,
+}
