@@ -92,9 +92,28 @@ pub enum CompanyCmd {
         #[arg(value_parser = ["on", "off"])]
         state: String,
     },
-    /// Mark webhook URL prefixes as development URLs (http allowed, and
-    /// loopback or private addresses); no URLs clears the list.
-    DevUrls { id: i64, urls: Vec<String> },
+    /// Replace the whole list of development URL prefixes (http allowed,
+    /// and loopback or private addresses); `--clear` empties it.
+    DevUrls {
+        id: i64,
+        #[arg(required_unless_present = "clear")]
+        urls: Vec<String>,
+        #[arg(long, conflicts_with = "urls")]
+        clear: bool,
+    },
+    /// Development URL prefixes one at a time: list, add, remove.
+    #[command(subcommand)]
+    DevUrl(DevUrlCmd),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DevUrlCmd {
+    /// Print the company's development URL prefixes.
+    List { id: i64 },
+    /// Add one prefix (adding one already there changes nothing).
+    Add { id: i64, url: String },
+    /// Remove one prefix (an error if it is not in the list).
+    Remove { id: i64, url: String },
 }
 
 #[derive(Debug, Subcommand)]
@@ -275,19 +294,51 @@ fn company(admin: &Admin, cmd: CompanyCmd, out: &Output) -> Result<()> {
                 format!("company {id}: verification.failed webhooks {state}")
             });
         }
-        CompanyCmd::DevUrls { id, urls } => {
-            for u in &urls {
-                if !(u.starts_with("http://") || u.starts_with("https://")) {
-                    bail!("development URL {u:?} must start with http:// or https://");
-                }
-            }
+        CompanyCmd::DevUrls { id, urls, clear: _ } => {
+            urls.iter().try_for_each(|u| check_dev_url_scheme(u))?;
             storage(admin.set_dev_webhook_urls(id, urls.clone()))?;
-            out.print(json!({"id": id, "dev_webhook_urls": urls}), || {
-                format!("company {id}: development URLs set: {}", urls.join(" "))
-            });
+            print_dev_urls(out, id, &urls, "set");
+        }
+        CompanyCmd::DevUrl(cmd) => dev_url(admin, out, cmd)?,
+    }
+    Ok(())
+}
+
+fn dev_url(admin: &Admin, out: &Output, cmd: DevUrlCmd) -> Result<()> {
+    match cmd {
+        DevUrlCmd::List { id } => {
+            let company =
+                storage(admin.company(id))?.ok_or_else(|| anyhow::anyhow!("no company {id}"))?;
+            print_dev_urls(out, id, &company.dev_webhook_urls, "are");
+        }
+        DevUrlCmd::Add { id, url } => {
+            check_dev_url_scheme(&url)?;
+            let urls = storage(admin.add_dev_webhook_url(id, &url))?;
+            print_dev_urls(out, id, &urls, "now");
+        }
+        DevUrlCmd::Remove { id, url } => {
+            let urls = storage(admin.remove_dev_webhook_url(id, &url))?;
+            print_dev_urls(out, id, &urls, "now");
         }
     }
     Ok(())
+}
+
+fn check_dev_url_scheme(url: &str) -> Result<()> {
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        bail!("development URL {url:?} must start with http:// or https://");
+    }
+    Ok(())
+}
+
+fn print_dev_urls(out: &Output, id: i64, urls: &[String], verb: &str) {
+    out.print(json!({"id": id, "dev_webhook_urls": urls}), || {
+        if urls.is_empty() {
+            format!("company {id}: no development URLs")
+        } else {
+            format!("company {id}: development URLs {verb}: {}", urls.join(" "))
+        }
+    });
 }
 
 fn key_json(k: &KeyRow) -> serde_json::Value {

@@ -135,7 +135,7 @@ fn payload_headers_signatures_rotation_cancel_and_dev_url_rule() {
     let vc = create(&s, &tc, &rx.url("/c"), "ref-c");
     let id = |v: &Value| v["verification_id"].as_str().unwrap().to_owned();
     assert_eq!(s.cancel(&tb, &id(&vx)).json()["status"], "expired");
-    s.cli(&["company", "dev-urls", &c.to_string()]);
+    s.cli(&["company", "dev-urls", &c.to_string(), "--clear"]);
 
     let ha = rx.wait_for("/a", 1, FIRST_WEBHOOK_WAIT).remove(0);
     let hb = rx.wait_for("/b", 1, Duration::from_secs(5)).remove(0);

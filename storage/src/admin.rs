@@ -318,9 +318,8 @@ impl Admin {
     }
 
     /// Replaces the company's development webhook URLs (plain `http`
-    /// allowed). Blank entries are dropped; an URL with a line break, one
-    /// longer than [`DEV_WEBHOOK_URL_LEN_MAX`] or more than
-    /// [`DEV_WEBHOOK_URLS_MAX`] of them is `Invalid`.
+    /// allowed). Blank entries are dropped; see [`check_dev_urls`] for what
+    /// is `Invalid`.
     pub fn set_dev_webhook_urls(
         &self,
         company_id: CompanyId,
@@ -331,32 +330,88 @@ impl Admin {
             .map(|u| u.trim().to_owned())
             .filter(|u| !u.is_empty())
             .collect();
-        if urls.len() > DEV_WEBHOOK_URLS_MAX {
-            return Err(StorageError::Invalid(format!(
-                "at most {DEV_WEBHOOK_URLS_MAX} development webhook URLs, got {}",
-                urls.len()
-            )));
-        }
-        if let Some(bad) = urls.iter().find(|u| u.contains(['\n', '\r'])) {
-            return Err(StorageError::Invalid(format!(
-                "webhook URL contains a line break: {bad:?}"
-            )));
-        }
-        if let Some(long) = urls.iter().find(|u| u.len() > DEV_WEBHOOK_URL_LEN_MAX) {
-            return Err(StorageError::Invalid(format!(
-                "webhook URL longer than {DEV_WEBHOOK_URL_LEN_MAX} characters: {long:?}"
-            )));
-        }
+        check_dev_urls(&urls)?;
         self.change(|c| {
-            let n = c
-                .prepare_cached("UPDATE companies SET dev_webhook_urls = ?2 WHERE id = ?1")?
-                .execute(params![company_id, join_urls(&urls)])?;
-            if n == 0 {
-                return Err(company_not_found(company_id));
-            }
+            write_dev_urls(c, company_id, &urls)?;
             changed(())
         })
     }
+
+    /// Adds one development webhook URL (kept once; adding it again changes
+    /// nothing). Returns the whole list after the change.
+    pub fn add_dev_webhook_url(
+        &self,
+        company_id: CompanyId,
+        url: &str,
+    ) -> Result<Vec<String>, StorageError> {
+        let url = url.trim().to_owned();
+        if url.is_empty() {
+            return Err(StorageError::Invalid("empty development URL".into()));
+        }
+        self.change(|c| {
+            let mut urls = require_company(c, company_id)?.dev_webhook_urls;
+            if !urls.contains(&url) {
+                urls.push(url);
+                check_dev_urls(&urls)?;
+                write_dev_urls(c, company_id, &urls)?;
+            }
+            changed(urls)
+        })
+    }
+
+    /// Removes one development webhook URL; `NotFound` when it is not in the
+    /// list. Returns the whole list after the change.
+    pub fn remove_dev_webhook_url(
+        &self,
+        company_id: CompanyId,
+        url: &str,
+    ) -> Result<Vec<String>, StorageError> {
+        let url = url.trim();
+        self.change(|c| {
+            let mut urls = require_company(c, company_id)?.dev_webhook_urls;
+            let before = urls.len();
+            urls.retain(|u| u != url);
+            if urls.len() == before {
+                return Err(StorageError::NotFound(format!(
+                    "company {company_id} has no development URL {url:?}"
+                )));
+            }
+            write_dev_urls(c, company_id, &urls)?;
+            changed(urls)
+        })
+    }
+}
+
+/// At most [`DEV_WEBHOOK_URLS_MAX`] URLs, none with a line break or longer
+/// than [`DEV_WEBHOOK_URL_LEN_MAX`].
+fn check_dev_urls(urls: &[String]) -> Result<(), StorageError> {
+    if urls.len() > DEV_WEBHOOK_URLS_MAX {
+        return Err(StorageError::Invalid(format!(
+            "at most {DEV_WEBHOOK_URLS_MAX} development webhook URLs, got {}",
+            urls.len()
+        )));
+    }
+    if let Some(bad) = urls.iter().find(|u| u.contains(['\n', '\r'])) {
+        return Err(StorageError::Invalid(format!(
+            "webhook URL contains a line break: {bad:?}"
+        )));
+    }
+    if let Some(long) = urls.iter().find(|u| u.len() > DEV_WEBHOOK_URL_LEN_MAX) {
+        return Err(StorageError::Invalid(format!(
+            "webhook URL longer than {DEV_WEBHOOK_URL_LEN_MAX} characters: {long:?}"
+        )));
+    }
+    Ok(())
+}
+
+fn write_dev_urls(c: &Connection, company_id: CompanyId, urls: &[String]) -> Result<()> {
+    let n = c
+        .prepare_cached("UPDATE companies SET dev_webhook_urls = ?2 WHERE id = ?1")?
+        .execute(params![company_id, join_urls(urls)])?;
+    if n == 0 {
+        return Err(company_not_found(company_id));
+    }
+    Ok(())
 }
 
 /// The webhook delivery log and the manual retry (see `deliveries`).
