@@ -37,7 +37,7 @@ pub use deliveries::{
 };
 pub use error::StorageError;
 pub use failpoints::{FailPoints, FAIL_POINT_NAMES};
-pub use reader::{Reader, DUE_DELIVERIES_LIMIT_MAX};
+pub use reader::{PendingLease, Reader, DUE_DELIVERIES_LIMIT_MAX};
 pub use rows::{
     CompanyRow, DeliveryRow, DeliveryState, KeyRow, NewRejection, TransitionResult, VerificationRow,
 };

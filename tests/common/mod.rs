@@ -116,6 +116,8 @@ pub struct Server {
     child: Option<Child>,
     logs: Arc<Mutex<String>>,
     tls: Arc<rustls::ClientConfig>,
+    /// Extra environment of the server process (e.g. `DIALPROOF_FAILPOINTS`).
+    env: Vec<(String, String)>,
 }
 
 impl Server {
@@ -150,6 +152,7 @@ impl Server {
             https: "127.0.0.1:0".parse().unwrap(),
             http: None,
             child: None,
+            env: Vec::new(),
             logs: Arc::new(Mutex::new(String::new())),
             tls: Arc::new(
                 rustls::ClientConfig::builder_with_provider(provider())
@@ -159,6 +162,13 @@ impl Server {
                     .with_no_client_auth(),
             ),
         }
+    }
+
+    /// Sets `name=value` in the environment of every later start (e.g. the
+    /// reliability harness's `DIALPROOF_FAILPOINTS`).
+    pub fn set_env(&mut self, name: &str, value: &str) {
+        self.env.retain(|(k, _)| k != name);
+        self.env.push((name.to_owned(), value.to_owned()));
     }
 
     /// Starts the process of a [`Server::prepare`]d server.
@@ -181,6 +191,7 @@ impl Server {
             .arg("serve")
             .env("NO_COLOR", "1")
             .env("DIALPROOF_LOG", "info,may=warn")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
