@@ -2,7 +2,7 @@
 //!
 //! One [`App`] is shared by every coroutine and thread: the store handle, the
 //! lease table, the key cache, the per-key windows, the resolver and the
-//! channel to the expiry thread. Its methods are the seams where a decision
+//! expiry schedule. Its methods are the seams where a decision
 //! turns into effects, e.g. [`App::after_transition`] releases a lease only
 //! once the transition that ended it is committed.
 //!
@@ -14,7 +14,6 @@ use crate::leases::Leases;
 use crate::limits::RateLimiters;
 use crate::metrics::Metrics;
 use crate::resolve::Resolver;
-use crossbeam_channel::Sender;
 use dialproof_engine::time::UnixMillis;
 use dialproof_storage::{StorageError, Store, TransitionResult};
 use parking_lot::RwLock;
@@ -29,7 +28,8 @@ pub struct App {
     pub resolver: Resolver,
     /// Threads for CPU-heavy work (password hashing).
     pub offload: crate::offload::Offload,
-    pub expiry: Sender<crate::timers::Expiry>,
+    /// Every pending verification's expiry (see `crate::timers`).
+    pub expiries: crate::timers::Expiries,
     pub metrics: Metrics,
     pub config: RwLock<Arc<Config>>,
     pub stop: Arc<AtomicBool>,

@@ -19,8 +19,9 @@ use crate::server::{self, COROUTINE_STACK_BYTES};
 use crate::wait::wait_for;
 use crate::{api, http, redirect, timers, tls};
 use anyhow::{Context, Result};
-use dialproof_engine::verification::Event;
-use dialproof_storage::{Options, Store, WriteOp};
+use dialproof_engine::ids::VerificationKey;
+use dialproof_engine::time::UnixMillis;
+use dialproof_storage::{Options, Reader, Store};
 use parking_lot::RwLock;
 use std::io::Write;
 use std::path::PathBuf;
@@ -70,7 +71,6 @@ pub fn run(config_path: Option<PathBuf>) -> Result<()> {
     // No SIP line state is known yet: each line starts as its mode says.
     let table = build_table(&config, &keys.dedicated_numbers(), &Default::default())?;
     let numbers_total = config.numbers()?.len();
-    let (expiry_tx, expiry_rx) = timers::channel();
     let (webhook_waker, webhook_wakes) = crate::webhooks::channel();
     let stop = Arc::new(AtomicBool::new(false));
     let app = Arc::new(App {
@@ -80,7 +80,7 @@ pub fn run(config_path: Option<PathBuf>) -> Result<()> {
         limiters: RateLimiters::default(),
         resolver: Resolver::start()?,
         offload: crate::offload::Offload::start()?,
-        expiry: expiry_tx,
+        expiries: Default::default(),
         metrics: Metrics::default(),
         config: RwLock::new(Arc::new(config.clone())),
         stop: stop.clone(),
@@ -88,8 +88,9 @@ pub fn run(config_path: Option<PathBuf>) -> Result<()> {
         sip_lines: Default::default(),
         sip_stats: Default::default(),
     });
+    // Also starts the expiry thread, and returns once what expired while
+    // the service was down is expired.
     recover(&app)?;
-    timers::spawn(app.clone(), expiry_rx)?;
     // After recovery, whose expiries queued their wakes: the driver's first
     // poll also finds every delivery that was due while the service was down.
     crate::webhooks::spawn(app.clone(), webhook_wakes)?;
@@ -163,54 +164,91 @@ pub fn run(config_path: Option<PathBuf>) -> Result<()> {
     Ok(())
 }
 
-/// Rebuilds the lease table from pending rows and expires what ran out while
-/// the service was down.
+/// Rebuilds the lease table from pending rows, schedules every pending
+/// verification's expiry, starts the expiry thread, and waits (bounded)
+/// until the ones that ran out while the service was down are expired: the
+/// first request then reads them as expired and finds their numbers free.
 fn recover(app: &Arc<App>) -> Result<()> {
-    let store = app.store.clone();
-    let pending = wait_for(RECOVERY_WAIT, |reply| {
-        store.read(|r| r.pending_verifications(), reply)
+    let recovered_at = app.now();
+    let restorer = app.clone();
+    let Recovered {
+        expiries,
+        restored,
+        not_restored,
+    } = wait_for(RECOVERY_WAIT, |reply| {
+        app.store.read(move |r| restore_leases(&restorer, r), reply)
     })
     .context("reading pending verifications timed out")?
-    .map_err(|e| anyhow::anyhow!("{e}"))?
-    .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let now = app.now();
-    let (mut restored, mut expired) = (0usize, 0usize);
-    for row in pending {
-        if row.expires_at <= now {
-            let app2 = app.clone();
-            let done = wait_for(RECOVERY_WAIT, |reply| {
-                let _ = app.store.submit(WriteOp::Transition {
-                    id: row.id.clone(),
-                    company_id: None,
-                    event: Event::Expire { at: now },
-                    reply: Some(reply),
-                });
-            });
-            match done {
-                Some(r) => app2.after_transition(r),
-                None => anyhow::bail!("expiring {} at start timed out", row.id),
-            }
-            expired += 1;
-            continue;
-        }
-        if let Err(e) = app.leases.restore(&row.dial_number, row.lease_generation) {
-            // The number left the configuration or is held twice: keep the
-            // verification (it still expires and can still be read) but do
-            // not issue the number to anyone else meanwhile.
-            tracing::error!(verification_id = %row.id, error = %e, "lease not restored");
-        } else {
-            restored += 1;
-        }
-        if app
-            .expiry
-            .try_send((row.expires_at, row.id.clone()))
-            .is_err()
-        {
-            anyhow::bail!("expiry queue overflow during recovery");
-        }
+    .map_err(|e| anyhow::anyhow!("{e}"))??;
+    let pending = expiries.len();
+    let overdue = expiries
+        .iter()
+        .filter(|(at, _)| *at <= recovered_at)
+        .count();
+    app.expiries.schedule(expiries);
+    timers::spawn(app.clone())?;
+    if !app.expiries.wait_settled(recovered_at, RECOVERY_WAIT) {
+        // Serving is safe meanwhile: their numbers stay leased until each
+        // expiry commits. Only a read may still show one as pending.
+        let (queued, in_flight) = app.expiries.counts();
+        tracing::warn!(
+            overdue,
+            queued,
+            in_flight,
+            "overdue verifications still expiring; serving meanwhile"
+        );
     }
-    tracing::info!(restored, expired, "recovery done");
+    tracing::info!(pending, restored, not_restored, overdue, "recovery done");
     Ok(())
+}
+
+/// What recovery read: every pending verification's expiry, and how many
+/// leases went back into the table.
+struct Recovered {
+    expiries: Vec<(UnixMillis, VerificationKey)>,
+    restored: usize,
+    not_restored: usize,
+}
+
+/// On a reader thread: re-marks each pending verification's number leased
+/// and collects its expiry, 24 bytes a row (no `VerificationRow` is built).
+/// Overdue ones keep their lease too, until their expiry commits, so their
+/// numbers are never issued while the rows are still pending.
+fn restore_leases(app: &App, reader: &Reader) -> Result<Recovered> {
+    let mut recovered = Recovered {
+        expiries: Vec::new(),
+        restored: 0,
+        not_restored: 0,
+    };
+    let mut foreign_id = None;
+    reader
+        .for_each_pending_lease(|lease| {
+            let Some(key) = VerificationKey::parse(lease.id) else {
+                foreign_id.get_or_insert_with(|| lease.id.to_owned());
+                return;
+            };
+            recovered.expiries.push((lease.expires_at, key));
+            match app
+                .leases
+                .restore(lease.dial_number, lease.lease_generation)
+            {
+                Ok(()) => recovered.restored += 1,
+                Err(e) => {
+                    // The number left the configuration or is held twice:
+                    // keep the verification (it still expires and can still
+                    // be read) but do not issue the number to anyone else.
+                    tracing::error!(verification_id = lease.id, error = %e, "lease not restored");
+                    recovered.not_restored += 1;
+                }
+            }
+        })
+        .map_err(|e| anyhow::anyhow!("reading pending verifications: {e}"))?;
+    if let Some(id) = foreign_id {
+        // Every id this service writes is a canonical ULID; anything else
+        // is a corrupt row, refused like any other corrupt row.
+        anyhow::bail!("pending verification {id:?} does not have an id this service issues");
+    }
+    Ok(recovered)
 }
 
 /// Runs until a stop signal: applies operator changes from the database and

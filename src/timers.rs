@@ -1,82 +1,200 @@
-//! The expiry thread: expires pending verifications when their TTL runs out.
+//! The expiry schedule's shared home, and the thread that drives it.
 //!
-//! New leases arrive on a bounded channel; the thread keeps them in the
-//! engine's [`ExpiryQueue`] and sleeps until the next one is due or a new one
-//! arrives. A due entry becomes an `Expire` transition on the writer; the
-//! state machine ignores entries whose verification already ended, so a
-//! completion or cancel never has to find and remove its timer.
+//! [`Expiries`] is the one way to register an expiry: the create path adds
+//! one after its row commits, recovery adds its whole backlog in one call.
+//! It keeps the engine's [`ExpiryQueue`] behind a mutex, so registering
+//! takes the lock for a heap push and nothing else: it never waits for the
+//! expiry thread and can never be refused. (A bounded channel stood here
+//! before. It refused the 65,537th expiry, so a restart with more pending
+//! verifications failed, and a running service left such a number leased
+//! until the next restart: issue 12.)
 //!
-//! Not for: the decision itself (the writer applies the state machine).
+//! The expiry thread sleeps on a condvar until the next entry is due, an
+//! earlier one arrives or the writer reopens room, submits what the queue
+//! hands out as `Expire` transitions, and reports each outcome back: done
+//! after COMMIT, failed (and due again shortly) when the writer refused or
+//! failed it. The state machine ignores an expiry whose verification already
+//! ended, so a completion or cancel never has to find and remove its entry.
+//!
+//! Not for: deciding what is due, how much goes to the writer at once or
+//! when a failed expiry is retried (the engine's queue decides), nor
+//! applying it (the writer runs the state machine).
 
 use crate::app::App;
-use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
 use dialproof_engine::expiry::ExpiryQueue;
+use dialproof_engine::ids::VerificationKey;
 use dialproof_engine::time::UnixMillis;
 use dialproof_engine::verification::Event;
-use dialproof_storage::WriteOp;
+use dialproof_storage::{StorageError, TransitionResult, WriteOp};
+use parking_lot::{Condvar, Mutex};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-/// Expiries queued to the timer thread but not yet taken in.
-pub const EXPIRY_CHANNEL_MAX: usize = 65_536;
-/// Expiries handed to the writer per wake-up.
-pub const EXPIRY_BATCH_MAX: usize = 4096;
 /// The longest the thread sleeps without looking (also its stop latency).
 const IDLE_WAKE: Duration = Duration::from_millis(500);
-/// Delay before re-queueing an expiry the writer could not take.
-const RETRY_DELAY_MS: i64 = 1000;
 
-/// A pending verification's expiry moment and id.
-pub type Expiry = (UnixMillis, String);
-
-pub fn channel() -> (Sender<Expiry>, Receiver<Expiry>) {
-    bounded(EXPIRY_CHANNEL_MAX)
+/// The expiry schedule, shared by the create path, recovery, the expiry
+/// thread and the writer's replies. Cheap to clone.
+#[derive(Clone, Default)]
+pub struct Expiries {
+    shared: Arc<Shared>,
 }
 
-pub fn spawn(app: Arc<App>, rx: Receiver<Expiry>) -> std::io::Result<()> {
+#[derive(Default)]
+struct Shared {
+    queue: Mutex<ExpiryQueue<VerificationKey>>,
+    /// The expiry thread waits here for an earlier entry or reopened room.
+    poller: Condvar,
+    /// [`Expiries::wait_settled`] waits here for the last answer in flight.
+    settled: Condvar,
+}
+
+impl Expiries {
+    /// Registers expiries, `(expires_at, key)`: one from a create, or
+    /// recovery's whole backlog at once (heapified in O(n)). Never refuses
+    /// and never waits for the expiry thread.
+    pub fn schedule(&self, entries: impl IntoIterator<Item = (UnixMillis, VerificationKey)>) {
+        if self.shared.queue.lock().schedule(entries) {
+            self.shared.poller.notify_one();
+        }
+    }
+
+    /// Blocks the calling thread until no expiry due at `at` is queued or in
+    /// flight; false if `timeout` passed first. For the start, before any
+    /// listener exists: never call it from a coroutine.
+    pub fn wait_settled(&self, at: UnixMillis, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut queue = self.shared.queue.lock();
+        while !queue.is_settled(at) {
+            if self
+                .shared
+                .settled
+                .wait_until(&mut queue, deadline)
+                .timed_out()
+            {
+                return queue.is_settled(at);
+            }
+        }
+        true
+    }
+
+    /// Entries queued and in flight, for the log.
+    pub fn counts(&self) -> (usize, usize) {
+        let queue = self.shared.queue.lock();
+        (queue.len(), queue.in_flight())
+    }
+
+    /// Waits until expiries are due and takes them (they are in flight from
+    /// then on); empty once the service is stopping.
+    fn next_due(&self, app: &App) -> Vec<VerificationKey> {
+        let mut queue = self.shared.queue.lock();
+        loop {
+            if app.stopping() {
+                return Vec::new();
+            }
+            let now = app.now();
+            let due = queue.poll_due(now);
+            if !due.is_empty() {
+                return due;
+            }
+            let wait = queue
+                .poll_timeout()
+                .map_or(IDLE_WAKE, |at| millis_until(now, at))
+                .min(IDLE_WAKE);
+            self.shared.poller.wait_for(&mut queue, wait);
+        }
+    }
+
+    /// The writer answered one expiry in flight.
+    fn done(&self) {
+        let mut queue = self.shared.queue.lock();
+        let wake = queue.handle_done();
+        self.after_answer(queue, wake);
+    }
+
+    /// The writer refused or failed these expiries in flight: they are due
+    /// again after the engine's retry delay.
+    fn failed(&self, now: UnixMillis, keys: impl IntoIterator<Item = VerificationKey>) {
+        let mut queue = self.shared.queue.lock();
+        let mut wake = false;
+        for key in keys {
+            wake |= queue.handle_failed(now, key);
+        }
+        self.after_answer(queue, wake);
+    }
+
+    fn after_answer(
+        &self,
+        queue: parking_lot::MutexGuard<'_, ExpiryQueue<VerificationKey>>,
+        wake_poller: bool,
+    ) {
+        let idle = queue.in_flight() == 0;
+        drop(queue);
+        if wake_poller {
+            self.shared.poller.notify_one();
+        }
+        if idle {
+            self.shared.settled.notify_all();
+        }
+    }
+}
+
+fn millis_until(now: UnixMillis, at: UnixMillis) -> Duration {
+    Duration::from_millis(u64::try_from(at.0.saturating_sub(now.0)).unwrap_or(0))
+}
+
+pub fn spawn(app: Arc<App>) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("expiry".into())
-        .spawn(move || run(app, rx))
+        .spawn(move || run(&app))
         .map(|_| ())
 }
 
-fn run(app: Arc<App>, rx: Receiver<Expiry>) {
-    let mut queue: ExpiryQueue<String> = ExpiryQueue::new();
+fn run(app: &Arc<App>) {
     loop {
-        if app.stopping() {
+        let due = app.expiries.next_due(app);
+        if due.is_empty() {
             return;
         }
-        let now = app.now();
-        let wait = queue
-            .next_due()
-            .map(|at| Duration::from_millis(u64::try_from((at.0 - now.0).max(0)).unwrap_or(0)))
-            .unwrap_or(IDLE_WAKE)
-            .min(IDLE_WAKE);
-        match rx.recv_timeout(wait) {
-            Ok((at, id)) => {
-                queue.push(at, id);
-                for (at, id) in rx.try_iter().take(EXPIRY_CHANNEL_MAX) {
-                    queue.push(at, id);
-                }
-            }
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => return,
+        submit(app, due);
+    }
+}
+
+/// Hands `keys` to the writer as `Expire` transitions. At the first refusal
+/// (its queue is full, or it is shutting down) the rest would be refused
+/// too: they all go back to the schedule to be tried again.
+fn submit(app: &Arc<App>, keys: Vec<VerificationKey>) {
+    let now = app.now();
+    let mut keys = keys.into_iter();
+    while let Some(key) = keys.next() {
+        let replied = app.clone();
+        let op = WriteOp::Transition {
+            id: key.id().into_string(),
+            company_id: None,
+            event: Event::Expire { at: now },
+            reply: Some(Box::new(move |r| answered(&replied, key, r))),
+        };
+        if let Err(e) = app.store.submit(op) {
+            tracing::warn!(error = %e, refused = 1 + keys.len(),
+                "writer refused expiries; retrying shortly");
+            app.expiries
+                .failed(app.now(), std::iter::once(key).chain(keys));
+            return;
         }
-        let now = app.now();
-        for (_, id) in queue.pop_due(now, EXPIRY_BATCH_MAX) {
-            let app2 = app.clone();
-            let op = WriteOp::Transition {
-                id: id.clone(),
-                company_id: None,
-                event: Event::Expire { at: now },
-                reply: Some(Box::new(move |r| app2.after_transition(r))),
-            };
-            if let Err(e) = app.store.submit(op) {
-                // The writer is saturated or stopping: try again shortly
-                // rather than lose the expiry until the next restart.
-                tracing::warn!(error = %e, verification_id = %id, "expiry not queued; retrying");
-                queue.push(now.plus_millis(RETRY_DELAY_MS), id);
-            }
+    }
+}
+
+/// The writer's reply to an expiry (on the writer thread): effects of the
+/// commit, or the expiry back in the schedule.
+fn answered(app: &App, key: VerificationKey, result: Result<TransitionResult, StorageError>) {
+    match result {
+        Ok(t) => {
+            app.after_transition(Ok(t));
+            app.expiries.done();
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, verification_id = %key.id(), "expiry failed; retrying");
+            app.expiries.failed(app.now(), [key]);
         }
     }
 }

@@ -1,8 +1,9 @@
 //! Verification ids: `ver_` followed by a 26-character ULID.
 //!
 //! The engine takes the time and the 80 random bits as arguments, so id
-//! generation is deterministic under test. Not for: API key tokens (see
-//! [`crate::apikey`]).
+//! generation is deterministic under test. [`VerificationKey`] is the same
+//! id in 16 bytes, for structures that hold one per pending verification
+//! (the expiry schedule). Not for: API key tokens (see [`crate::apikey`]).
 
 use crate::time::UnixMillis;
 use std::fmt;
@@ -18,9 +19,7 @@ impl VerificationId {
     /// A new id for a verification created at `now`; `random` supplies the
     /// ULID's 80 random bits (the upper 48 bits are ignored).
     pub fn new(now: UnixMillis, random: u128) -> Self {
-        let ms = u64::try_from(now.0).unwrap_or(0);
-        let ulid = ulid::Ulid::from_parts(ms, random);
-        VerificationId(format!("{VERIFICATION_ID_PREFIX}{ulid}"))
+        VerificationKey::new(now, random).id()
     }
 
     /// Accepts exactly `ver_` + 26 ASCII alphanumerics (the spec's format).
@@ -36,6 +35,52 @@ impl VerificationId {
 
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    pub fn into_string(self) -> String {
+        self.0
+    }
+}
+
+/// A verification id as its 128-bit ULID: 16 bytes instead of a 30-byte
+/// string on the heap behind a 24-byte `String`.
+///
+/// Two `u64` halves rather than a `u128`: a `u128` is 16-byte aligned, which
+/// would pad `(UnixMillis, VerificationKey)` to 32 bytes; the halves keep it
+/// at 24. The order is the ULID's (high half first), so keys sort by time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct VerificationKey {
+    high: u64,
+    low: u64,
+}
+
+impl VerificationKey {
+    /// The key of a new verification created at `now`; `random` supplies the
+    /// ULID's 80 random bits (the upper 48 bits are ignored).
+    pub fn new(now: UnixMillis, random: u128) -> Self {
+        let ms = u64::try_from(now.0).unwrap_or(0);
+        let (high, low) = ulid::Ulid::from_parts(ms, random).into();
+        VerificationKey { high, low }
+    }
+
+    /// The key of `id` when it is `ver_` + a ULID in its canonical form (as
+    /// every id this service issues is); `None` for anything else, such as
+    /// a lower-case spelling, which would not map back to the same text.
+    pub fn parse(id: &str) -> Option<Self> {
+        let text = id.strip_prefix(VERIFICATION_ID_PREFIX)?;
+        let ulid = ulid::Ulid::from_string(text).ok()?;
+        let mut buf = [0u8; ulid::ULID_LEN];
+        if *ulid.array_to_str(&mut buf) != *text {
+            return None;
+        }
+        let (high, low) = ulid.into();
+        Some(VerificationKey { high, low })
+    }
+
+    /// The id's text form, `ver_` + 26 characters.
+    pub fn id(self) -> VerificationId {
+        let ulid = ulid::Ulid::from((self.high, self.low));
+        VerificationId(format!("{VERIFICATION_ID_PREFIX}{ulid}"))
     }
 }
 
@@ -57,6 +102,34 @@ mod tests {
         assert!(a.as_str().starts_with("ver_"));
         assert_eq!(VerificationId::parse(a.as_str()), Some(a.clone()));
         assert!(a < b);
+    }
+
+    #[test]
+    fn keys_map_to_the_same_ids_and_keep_their_order() {
+        let a = VerificationKey::new(UnixMillis(1_700_000_000_000), 42);
+        let b = VerificationKey::new(UnixMillis(1_700_000_000_001), 1);
+        assert_eq!(
+            a.id(),
+            VerificationId::new(UnixMillis(1_700_000_000_000), 42)
+        );
+        assert_eq!(VerificationKey::parse(a.id().as_str()), Some(a));
+        assert!(a < b && a.id() < b.id());
+        assert_eq!(std::mem::size_of::<(UnixMillis, VerificationKey)>(), 24);
+    }
+
+    #[test]
+    fn keys_exist_only_for_canonical_ulids() {
+        let id = VerificationId::new(UnixMillis(1_700_000_000_000), 42);
+        let lower = format!("ver_{}", id.as_str()[4..].to_ascii_lowercase());
+        // A valid id for the API, but not a spelling this service issues.
+        assert!(VerificationId::parse(&lower).is_some());
+        assert_eq!(VerificationKey::parse(&lower), None);
+        // 26 alphanumerics, yet above the largest ULID (first digit > 7).
+        assert_eq!(
+            VerificationKey::parse("ver_8ZZZZZZZZZZZZZZZZZZZZZZZZZ"),
+            None
+        );
+        assert_eq!(VerificationKey::parse(&id.as_str()[4..]), None);
     }
 
     #[test]

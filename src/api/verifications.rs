@@ -6,7 +6,7 @@ use crate::http::{Request, Response};
 use crate::metrics::Metrics;
 use crate::openapi::{NoNumberAvailable, Verification};
 use crate::wait::wait_for;
-use dialproof_engine::ids::VerificationId;
+use dialproof_engine::ids::{VerificationId, VerificationKey};
 use dialproof_engine::time::UnixMillis;
 use dialproof_engine::validate::{parse_create, CreateError, FieldErrors};
 use dialproof_engine::verification::{Event, Status};
@@ -108,7 +108,8 @@ pub fn create(app: &App, req: &Request, key: &KeyRow, now: UnixMillis) -> Respon
         );
     };
 
-    let id = VerificationId::new(now, rand::random::<u128>());
+    let id_key = VerificationKey::new(now, rand::random::<u128>());
+    let id = id_key.id();
     let row = VerificationRow {
         id: id.as_str().to_owned(),
         company_id: key.company_id,
@@ -130,17 +131,30 @@ pub fn create(app: &App, req: &Request, key: &KeyRow, now: UnixMillis) -> Respon
     };
     let body = render(&row);
     let expires_at = row.expires_at;
+    let mut refused = None;
     let committed = wait_for(STORAGE_WAIT, |reply| {
         if let Err(e) = app.store.submit(WriteOp::InsertVerification { row, reply }) {
-            tracing::error!(error = %e, "create not queued");
+            refused = Some(e);
         }
     });
+    // A refused write surely failed (its reply was dropped uncalled), like
+    // one the writer answered with an error.
+    let committed = match refused {
+        Some(e) => Some(Err(e)),
+        None => committed,
+    };
+    // Every row that committed or may still commit (the wait timed out) gets
+    // its expiry: only that releases its number. A stale entry for a row that
+    // never commits finds nothing and costs nothing.
+    if !matches!(committed, Some(Err(_))) {
+        app.expiries.schedule([(expires_at, id_key)]);
+    }
     match committed {
         Some(Ok(())) => {}
         other => {
             // Not committed (or not known to be): give the number back only
             // when the write surely failed; after a timeout the row may still
-            // commit, and then its own expiry releases the number.
+            // commit, and then its expiry (scheduled above) releases it.
             if matches!(other, Some(Err(_))) {
                 app.leases.release(&dial_number, generation);
             }
@@ -148,13 +162,6 @@ pub fn create(app: &App, req: &Request, key: &KeyRow, now: UnixMillis) -> Respon
                 "create not committed");
             return server_error(app);
         }
-    }
-    if app
-        .expiry
-        .try_send((expires_at, id.as_str().to_owned()))
-        .is_err()
-    {
-        tracing::error!(verification_id = %id, "expiry queue full; expiry deferred to restart");
     }
     Metrics::inc(&app.metrics.creates_ok);
     tracing::info!(verification_id = %id, key = %key.prefix, %dial_number, "verification created");

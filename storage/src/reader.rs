@@ -35,6 +35,16 @@ use std::path::Path;
 /// Most rows [`Reader::due_deliveries`] returns at once.
 pub const DUE_DELIVERIES_LIMIT_MAX: usize = 10_000;
 
+/// One pending verification's lease, as [`Reader::for_each_pending_lease`]
+/// lends it: borrowed from the row being read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PendingLease<'a> {
+    pub id: &'a str,
+    pub dial_number: &'a str,
+    pub lease_generation: u32,
+    pub expires_at: UnixMillis,
+}
+
 /// A read-only connection with Dialproof's queries.
 pub struct Reader {
     conn: Connection,
@@ -116,6 +126,41 @@ impl Reader {
         collect_rows(&mut stmt, [], verification_from_row)
     }
 
+    /// Calls `f` with the lease and expiry of every pending verification, in
+    /// insertion order, and returns how many there were. What recovery
+    /// needs, without a `VerificationRow` per row: restarting with a million
+    /// pending verifications then holds only what `f` keeps, not every
+    /// phone, URL and note (and reads four columns instead of seventeen).
+    /// `rowid` order comes straight from the partial index on pending rows
+    /// (its entries sort by rowid under the one status), so SQLite does not
+    /// sort.
+    pub fn for_each_pending_lease(
+        &self,
+        mut f: impl FnMut(PendingLease<'_>),
+    ) -> Result<usize, StorageError> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT id, dial_number, lease_generation, expires_at FROM verifications \
+             WHERE status = 'pending' ORDER BY rowid",
+        )?;
+        let mut rows = stmt.query([])?;
+        let mut count = 0;
+        while let Some(r) = rows.next()? {
+            let generation: i64 = r.get(2)?;
+            f(PendingLease {
+                id: text_ref(r, 0, "verifications.id")?,
+                dial_number: text_ref(r, 1, "verifications.dial_number")?,
+                lease_generation: u32::try_from(generation).map_err(|_| {
+                    StorageError::Corrupt(format!(
+                        "verifications.lease_generation = {generation} is out of range"
+                    ))
+                })?,
+                expires_at: UnixMillis(r.get(3)?),
+            });
+            count += 1;
+        }
+        Ok(count)
+    }
+
     /// The outbox rows of one verification (at most one today), for the
     /// dashboard and tests.
     pub fn deliveries_for_verification(
@@ -170,6 +215,13 @@ impl Reader {
     ) -> Result<Vec<DeliveryLogEntry>, StorageError> {
         deliveries::log(&self.conn, filter)
     }
+}
+
+/// Column `index` of `r` as text borrowed from the row (no allocation).
+fn text_ref<'r>(r: &'r rusqlite::Row<'_>, index: usize, column: &str) -> Result<&'r str> {
+    r.get_ref(index)?
+        .as_str()
+        .map_err(|e| StorageError::Corrupt(format!("{column}: {e}")))
 }
 
 /// A queued read: called with the thread's reader, or with the error that

@@ -40,6 +40,48 @@ fn reopen_finds_exactly_the_committed_pending_rows() {
     store.shutdown();
 }
 
+/// Recovery's compact read visits exactly the pending rows, in insertion
+/// order, with their lease and expiry.
+#[test]
+fn pending_leases_are_the_pending_rows_in_insertion_order() {
+    let db = db();
+    let store = db.store();
+    // Inserted in reverse id order, so insertion order is not id order.
+    let rows: Vec<_> = (0..6).rev().map(|n| db.row(n)).collect();
+    for row in &rows {
+        insert(&store, row.clone()).expect("insert");
+    }
+    transition(&store, &rows[1].id, None, Event::Cancel { at: T0 }).expect("cancel");
+    store.shutdown();
+
+    let reader = db.reader();
+    let mut seen = Vec::new();
+    let count = reader
+        .for_each_pending_lease(|l| {
+            seen.push((
+                l.id.to_owned(),
+                l.dial_number.to_owned(),
+                l.lease_generation,
+                l.expires_at,
+            ))
+        })
+        .expect("pending leases");
+    let expected: Vec<_> = rows
+        .iter()
+        .filter(|r| r.id != rows[1].id)
+        .map(|r| {
+            (
+                r.id.clone(),
+                r.dial_number.clone(),
+                r.lease_generation,
+                r.expires_at,
+            )
+        })
+        .collect();
+    assert_eq!(count, expected.len());
+    assert_eq!(seen, expected);
+}
+
 #[test]
 fn before_commit_error_stores_nothing_and_fails_every_reply() {
     let db = db();
