@@ -15,7 +15,7 @@ use crate::limits::RateLimiters;
 use crate::metrics::Metrics;
 use crate::resolve::Resolver;
 use dialproof_engine::time::UnixMillis;
-use dialproof_storage::{StorageError, Store, TransitionResult};
+use dialproof_storage::Store;
 use parking_lot::RwLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -51,39 +51,5 @@ impl App {
 
     pub fn stopping(&self) -> bool {
         self.stop.load(Ordering::Acquire)
-    }
-
-    /// Effects of a committed transition: release the lease it ended.
-    /// (Webhook rows were written in the same transaction as the change.)
-    pub fn after_transition(&self, result: Result<TransitionResult, StorageError>) {
-        match result {
-            Ok(t) => {
-                if let Some(lease) = &t.released {
-                    if !self.leases.release(&lease.dial_number, lease.generation) {
-                        // A stale generation: the number was already released
-                        // (e.g. carried over a reload); nothing to undo.
-                        tracing::debug!(number = %lease.dial_number, generation = lease.generation,
-                            "lease already released");
-                    }
-                }
-                // The outbox row is committed: send it now rather than at
-                // the driver's next poll.
-                if let Some(delivery_id) = t.delivery_id {
-                    self.webhooks.committed(delivery_id);
-                }
-                if t.changed {
-                    if let Some(row) = &t.row {
-                        self.metrics.transition(row.status);
-                        tracing::info!(
-                            verification_id = %row.id,
-                            status = row.status.as_str(),
-                            dial_number = %row.dial_number,
-                            "verification ended"
-                        );
-                    }
-                }
-            }
-            Err(e) => tracing::error!(error = %e, "transition failed"),
-        }
     }
 }

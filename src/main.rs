@@ -7,6 +7,7 @@
 mod api;
 mod app;
 mod cli;
+mod commits;
 mod config;
 mod delivery_cli;
 mod http;

@@ -21,7 +21,7 @@ use crate::{api, http, redirect, timers, tls};
 use anyhow::{Context, Result};
 use dialproof_engine::ids::VerificationKey;
 use dialproof_engine::time::UnixMillis;
-use dialproof_storage::{Options, Reader, Store};
+use dialproof_storage::{CommitSink, Options, Reader, Store};
 use parking_lot::RwLock;
 use std::io::Write;
 use std::path::PathBuf;
@@ -56,12 +56,14 @@ pub fn run(config_path: Option<PathBuf>) -> Result<()> {
             .map_err(|e| anyhow::anyhow!("DIALPROOF_FAILPOINTS: {e}"))?,
         Err(_) => Default::default(),
     };
-    let store = Store::open(
+    let (commit_sink, commits) = CommitSink::channel();
+    let store = Store::open_with_commit_sink(
         &config.database_path(),
         Options {
             failpoints,
             ..Options::default()
         },
+        commit_sink,
     )
     .map_err(|e| anyhow::anyhow!("opening {}: {e}", config.database_path().display()))?;
 
@@ -88,6 +90,9 @@ pub fn run(config_path: Option<PathBuf>) -> Result<()> {
         sip_lines: Default::default(),
         sip_stats: Default::default(),
     });
+    // Before recovery: its expiries' commits release numbers and wake the
+    // webhook driver through the consumer like any other commit.
+    let consumer = crate::commits::spawn(app.clone(), commits)?;
     // Also starts the expiry thread, and returns once what expired while
     // the service was down is expired.
     recover(&app)?;
@@ -160,6 +165,10 @@ pub fn run(config_path: Option<PathBuf>) -> Result<()> {
 
     tracing::info!("stopping: draining the writer");
     store.shutdown();
+    // The consumer ends after the writer's last batch.
+    if consumer.join().is_err() {
+        tracing::error!("the commit consumer panicked");
+    }
     tracing::info!(counters = %app.metrics.render().replace('\n', " "), "stopped");
     Ok(())
 }

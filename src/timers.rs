@@ -188,10 +188,9 @@ fn submit(app: &Arc<App>, keys: Vec<VerificationKey>) {
 /// commit, or the expiry back in the schedule.
 fn answered(app: &App, key: VerificationKey, result: Result<TransitionResult, StorageError>) {
     match result {
-        Ok(t) => {
-            app.after_transition(Ok(t));
-            app.expiries.done();
-        }
+        // What the commit means (the number released, the webhook woken)
+        // is the commit consumer's (`crate::commits`).
+        Ok(_) => app.expiries.done(),
         Err(e) => {
             tracing::warn!(error = %e, verification_id = %key.id(), "expiry failed; retrying");
             app.expiries.failed(app.now(), [key]);

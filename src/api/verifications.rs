@@ -108,8 +108,7 @@ pub fn create(app: &App, req: &Request, key: &KeyRow, now: UnixMillis) -> Respon
         );
     };
 
-    let id_key = VerificationKey::new(now, rand::random::<u128>());
-    let id = id_key.id();
+    let id = VerificationKey::new(now, rand::random::<u128>()).id();
     let row = VerificationRow {
         id: id.as_str().to_owned(),
         company_id: key.company_id,
@@ -130,7 +129,6 @@ pub fn create(app: &App, req: &Request, key: &KeyRow, now: UnixMillis) -> Respon
         failure_reason: None,
     };
     let body = render(&row);
-    let expires_at = row.expires_at;
     let mut refused = None;
     let committed = wait_for(STORAGE_WAIT, |reply| {
         if let Err(e) = app.store.submit(WriteOp::InsertVerification { row, reply }) {
@@ -143,12 +141,8 @@ pub fn create(app: &App, req: &Request, key: &KeyRow, now: UnixMillis) -> Respon
         Some(e) => Some(Err(e)),
         None => committed,
     };
-    // Every row that committed or may still commit (the wait timed out) gets
-    // its expiry: only that releases its number. A stale entry for a row that
-    // never commits finds nothing and costs nothing.
-    if !matches!(committed, Some(Err(_))) {
-        app.expiries.schedule([(expires_at, id_key)]);
-    }
+    // Its expiry is scheduled by the commit consumer when the row commits
+    // (also after a timed-out wait here), never for a row that did not.
     match committed {
         Some(Ok(())) => {}
         other => {
@@ -217,14 +211,11 @@ pub fn cancel(app: &App, key: &KeyRow, id: &str, now: UnixMillis) -> Response {
         }
     });
     match result {
-        Some(Ok(t)) => {
-            let row = t.row.clone();
-            app.after_transition(Ok(t));
-            match row {
-                Some(row) => Response::json(200, render(&row)),
-                None => Response::detail(404, texts::NOT_FOUND),
-            }
-        }
+        // The release of the number is the commit consumer's.
+        Some(Ok(t)) => match t.row {
+            Some(row) => Response::json(200, render(&row)),
+            None => Response::detail(404, texts::NOT_FOUND),
+        },
         other => {
             tracing::error!(result = ?other.map(|r| r.err()), "cancel failed");
             server_error(app)

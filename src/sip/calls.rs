@@ -140,7 +140,6 @@ pub fn on_invite(
                 Err(e) => tracing::error!(dial_number = %dial, error = %e,
                     "call transition failed"),
             }
-            app2.after_transition(result);
             decide(code);
         })),
     };

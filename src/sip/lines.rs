@@ -273,7 +273,7 @@ pub fn set_line_up(app: &Arc<App>, name: &str, up: bool, fail_pending: bool) {
     let now = app.now();
     let mut failed = 0usize;
     for (number, generation) in leases {
-        let app2 = app.clone();
+        let logged = number.clone();
         let op = WriteOp::TransitionByNumber {
             dial_number: number.clone(),
             generation: Some(generation),
@@ -281,7 +281,14 @@ pub fn set_line_up(app: &Arc<App>, name: &str, up: bool, fail_pending: bool) {
                 at: now,
                 reason: LINE_DOWN_REASON.to_owned(),
             },
-            reply: Some(Box::new(move |r| app2.after_transition(r))),
+            // Its consequences are the commit consumer's; only a failure is
+            // this line's to report.
+            reply: Some(Box::new(move |r| {
+                if let Err(e) = r {
+                    tracing::error!(number = %logged, error = %e,
+                        "failing a verification of a down line");
+                }
+            })),
         };
         match app.store.submit(op) {
             Ok(()) => failed += 1,

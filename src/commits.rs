@@ -1,0 +1,76 @@
+//! The one owner of what a commit means outside the database.
+//!
+//! The storage writer reports every committed change as an event
+//! (`dialproof_storage::Committed`) on one unbounded queue; this thread
+//! takes them in commit order and turns each into its consequences, once:
+//! - a created verification: its expiry is scheduled;
+//! - a status change: the lease it ended goes back to the lease table, the
+//!   webhook driver is woken for the outbox row written with it, the
+//!   transition is counted and logged ("verification ended").
+//!
+//! Nothing else does these things: request handlers, the SIP call path,
+//! the expiry thread and line failures only submit writes and answer their
+//! own requester from the reply. So a reply that nobody waits for any more
+//! (a timed-out cancel whose transition still commits) loses nothing, and
+//! no work runs on the writer thread.
+//!
+//! Not for: deciding anything (the engine's state machine decided in the
+//! writer), or answering requests (replies do).
+
+use crate::app::App;
+use dialproof_engine::ids::VerificationKey;
+use dialproof_storage::{CommitReceiver, Committed, Transitioned};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// Starts the consumer. It ends by itself after the writer's last batch, so
+/// join it after `Store::shutdown` to know every commit was applied.
+pub fn spawn(app: Arc<App>, commits: CommitReceiver) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("commits".into())
+        .spawn(move || {
+            while let Some(batch) = commits.recv() {
+                for event in batch {
+                    apply(&app, event);
+                }
+            }
+        })
+}
+
+fn apply(app: &App, event: Committed) {
+    match event {
+        Committed::Created(row) => match VerificationKey::parse(&row.id) {
+            Some(key) => app.expiries.schedule([(row.expires_at, key)]),
+            // Every id this service writes is a canonical ULID.
+            None => tracing::error!(verification_id = %row.id,
+                "created verification has an id this service does not issue; no expiry"),
+        },
+        Committed::Transitioned(t) => transitioned(app, t),
+        // The webhook driver learns each attempt from its sender's report,
+        // and the database (which it polls) is its schedule's truth.
+        Committed::AttemptRecorded(_) => {}
+    }
+}
+
+fn transitioned(app: &App, t: Transitioned) {
+    if let Some(lease) = &t.released {
+        if !app.leases.release(&lease.dial_number, lease.generation) {
+            // A stale generation: the number was already released (e.g.
+            // carried over a reload); nothing to undo.
+            tracing::debug!(dial_number = %lease.dial_number, generation = lease.generation,
+                "lease already released");
+        }
+    }
+    // The outbox row is committed: send it now rather than at the
+    // driver's next poll.
+    if let Some(delivery) = &t.delivery {
+        app.webhooks.committed(delivery.id);
+    }
+    app.metrics.transition(t.row.status);
+    tracing::info!(
+        verification_id = %t.row.id,
+        status = t.row.status.as_str(),
+        dial_number = %t.row.dial_number,
+        "verification ended"
+    );
+}
