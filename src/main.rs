@@ -3,29 +3,24 @@
 //! The binary is glue: it reads the configuration, opens storage, starts the
 //! listeners and threads, and runs the operator commands. Decisions live in
 //! `dialproof-engine`, persistence in `dialproof-storage`.
+//!
+//! Its folders are the runtime's parts:
+//! - `runtime/`: start, recovery, stop, the shared state and its threads
+//!   (commit consumer, expiry, control loop), configuration, lease table;
+//! - `http/`: listeners, TLS, the HTTP/1.1 layer, the port-80 redirect;
+//! - `api/`: the public API's routes, authentication, key cache, rate
+//!   limiters, dashboard sessions;
+//! - `openapi/`: the schema and the explorer;
+//! - `sip/`: the SIP socket, lines, calls;
+//! - `webhooks/`: the outbox driver and the HTTP senders;
+//! - `cli/`: the operator commands.
 
 mod api;
-mod app;
 mod cli;
-mod commits;
-mod config;
-mod delivery_cli;
 mod http;
-mod keys;
-mod leases;
-mod limits;
-mod metrics;
-mod offload;
 mod openapi;
-mod redirect;
-mod resolve;
-mod server;
-mod service;
-mod sessions;
+mod runtime;
 mod sip;
-mod timers;
-mod tls;
-mod wait;
 mod webhooks;
 
 use clap::Parser;

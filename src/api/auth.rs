@@ -1,8 +1,8 @@
 //! Bearer-key authentication against the in-memory key cache.
 
 use super::texts;
-use crate::app::App;
 use crate::http::{Request, Response};
+use crate::runtime::app::App;
 use dialproof_engine::apikey::{parse_token, verify_secret};
 use dialproof_engine::time::UnixMillis;
 use dialproof_storage::KeyRow;

@@ -8,12 +8,12 @@
 //! like a key. An unknown email costs the same Argon2 verification as a
 //! wrong password, so timing does not tell which emails exist.
 //!
-//! Not for: recognising sessions on later requests (`crate::sessions`).
+//! Not for: recognising sessions on later requests (`crate::api::sessions`).
 
-use crate::app::App;
+use crate::api::sessions;
 use crate::http::{Request, Response};
-use crate::sessions;
-use crate::wait::wait_for;
+use crate::runtime::app::App;
+use crate::runtime::wait::wait_for;
 use dialproof_engine::ratelimit::{throttled_detail, Decision};
 use dialproof_storage::{NewSession, WriteOp};
 use serde_json::{json, Value};

@@ -5,15 +5,17 @@
 //! Not for: HTTP framing (`crate::http`) or business decisions (the engine).
 
 mod auth;
+pub mod key_cache;
 pub mod login;
+pub mod rate_limiters;
+pub mod sessions;
 pub mod texts;
 mod verifications;
 pub(crate) mod webhook_guard;
 
-use crate::app::App;
 use crate::http::{Request, Response};
-use crate::metrics::Metrics;
-use crate::sessions;
+use crate::runtime::app::App;
+use crate::runtime::metrics::Metrics;
 use dialproof_engine::ratelimit::{throttled_detail, Decision};
 
 /// The resource a path names.

@@ -1,11 +1,11 @@
 //! The three verification endpoints: create, read and cancel.
 
 use super::{texts, webhook_guard};
-use crate::app::App;
 use crate::http::{Request, Response};
-use crate::metrics::Metrics;
 use crate::openapi::{NoNumberAvailable, Verification};
-use crate::wait::wait_for;
+use crate::runtime::app::App;
+use crate::runtime::metrics::Metrics;
+use crate::runtime::wait::wait_for;
 use dialproof_engine::ids::{VerificationId, VerificationKey};
 use dialproof_engine::time::UnixMillis;
 use dialproof_engine::validate::{parse_create, CreateError, FieldErrors};

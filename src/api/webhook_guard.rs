@@ -6,7 +6,7 @@
 //! Not for: the range tables (`dialproof_engine::ssrf`) or the check at
 //! delivery time (the webhook sender repeats it).
 
-use crate::app::App;
+use crate::runtime::app::App;
 use dialproof_engine::ssrf::{self, Host};
 use dialproof_storage::CompanyRow;
 

@@ -1,5 +1,5 @@
-//! A small HTTP/1.1 server layer with hard limits, shared by the HTTPS API
-//! listener and the plain-HTTP redirect listener.
+//! The listeners (HTTPS with rustls, plain HTTP for the redirect) and the
+//! small HTTP/1.1 layer with hard limits that both use.
 //!
 //! may_minihttp has no TLS hook and trusts its peer too much (DESIGN.md), so
 //! this layer reads requests itself with `httparse`: header bytes, header
@@ -11,8 +11,11 @@
 //! Not for: routing, authentication or JSON (see `crate::api`).
 
 mod conn;
+pub mod listener;
+pub mod redirect;
 mod request;
 mod response;
+pub mod tls;
 
 pub use conn::{serve, Limits, TimedStream as TimedStreamImpl};
 pub use request::Request;

@@ -22,7 +22,7 @@
 
 use super::lines::LineInfo;
 use super::SipStats;
-use crate::app::App;
+use crate::runtime::app::App;
 use dialproof_engine::sip::identity::{caller, Caller};
 use dialproof_engine::sip::message::Message;
 use dialproof_engine::sip::route::{route_invite, Route};

@@ -13,9 +13,9 @@
 use super::calls::{on_invite, Verdict};
 use super::lines::{resolve_lines, set_line_up};
 use super::SipStats;
-use crate::app::App;
-use crate::config::{Config, LineMode};
-use crate::server::spawn_coroutine;
+use crate::http::listener::spawn_coroutine;
+use crate::runtime::app::App;
+use crate::runtime::config::{Config, LineMode};
 use anyhow::{Context, Result};
 use dialproof_engine::sip::message::{Message, DATAGRAM_BYTES_MAX};
 use dialproof_engine::sip::ping::{Change, PingConfig, Pinger};

@@ -17,10 +17,10 @@
 //! the create path.
 //!
 //! Not for: registering or pinging (see `driver`), or the configuration
-//! file's syntax (see `crate::config`).
+//! file's syntax (see `crate::runtime::config`).
 
-use crate::app::App;
-use crate::config::{Config, LineConfig, LineMode};
+use crate::runtime::app::App;
+use crate::runtime::config::{Config, LineConfig, LineMode};
 use anyhow::{bail, Context, Result};
 use dialproof_engine::lease::LineId;
 use dialproof_engine::sip::number::Region;

@@ -62,7 +62,7 @@ impl SipStats {
 /// configuration: re-resolves the lines and re-applies their up/down state
 /// (a change that raced the rebuild is applied again here). Registration
 /// and ping clients keep the settings they started with until a restart.
-pub fn on_table_rebuilt(app: &crate::app::App) {
+pub fn on_table_rebuilt(app: &crate::runtime::app::App) {
     match lines::resolve_lines(&app.config.read()) {
         Ok(resolved) => app.sip_lines.set_lines(resolved),
         Err(e) => tracing::error!(error = %e, "sip lines not re-resolved; keeping the old ones"),

@@ -24,7 +24,7 @@
 
 use super::sender::Job;
 use super::{Internal, SEND_QUEUE_MAX};
-use crate::app::App;
+use crate::runtime::app::App;
 use crossbeam_channel::{select, Receiver, Sender, TrySendError};
 use dialproof_engine::time::UnixMillis;
 use dialproof_engine::webhook_retry::Next;

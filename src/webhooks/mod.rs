@@ -27,7 +27,7 @@ mod vetting;
 
 pub use settings::WebhooksConfig;
 
-use crate::app::App;
+use crate::runtime::app::App;
 use anyhow::{Context, Result};
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender, TrySendError};
 use dialproof_engine::webhook_retry::Next;

@@ -19,7 +19,7 @@
 use super::vetting::VettingResolver;
 use super::Internal;
 use crate::api::webhook_guard::is_dev_url;
-use crate::app::App;
+use crate::runtime::app::App;
 use crossbeam_channel::{Receiver, Sender};
 use dialproof_engine::ssrf;
 use dialproof_engine::time::UnixMillis;

@@ -78,7 +78,7 @@ impl Resolver for VettingResolver {
             });
         let addrs: Vec<SocketAddr> = if let Ok(ip) = bare.parse::<IpAddr>() {
             vec![SocketAddr::new(ip, port)]
-        } else if let Some(ips) = crate::resolve::test_hosts_override(bare) {
+        } else if let Some(ips) = crate::runtime::resolve::test_hosts_override(bare) {
             ips.into_iter()
                 .map(|ip| SocketAddr::new(ip, port))
                 .collect()

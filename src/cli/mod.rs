@@ -6,7 +6,9 @@
 //! `--json` for scripts. Secrets (API tokens, webhook secrets) are printed
 //! once, at creation, and are never retrievable again.
 
-use crate::config::Config;
+mod delivery;
+
+use crate::runtime::config::Config;
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use dialproof_engine::apikey;
@@ -71,7 +73,7 @@ pub enum Command {
     Number(NumberCmd),
     /// Webhook deliveries: the log of attempts, and a manual retry.
     #[command(subcommand)]
-    Delivery(crate::delivery_cli::DeliveryCmd),
+    Delivery(delivery::DeliveryCmd),
 }
 
 #[derive(Debug, Subcommand)]
@@ -169,7 +171,7 @@ pub fn run(args: Args) -> Result<()> {
         default.exists().then_some(default)
     });
     if let Command::Serve = args.command {
-        return crate::service::run(config_path);
+        return crate::runtime::service::run(config_path);
     }
     let config = Config::load(config_path.as_deref())?;
     let admin = open_admin(&config.database_path())?;
@@ -180,7 +182,7 @@ pub fn run(args: Args) -> Result<()> {
         Command::Key(k) => key(&admin, k, &out),
         Command::Number(n) => number(&admin, &config, n, &out),
         Command::User(u) => user(&admin, u, &out),
-        Command::Delivery(d) => crate::delivery_cli::run(&admin, d, out.json, now()),
+        Command::Delivery(d) => delivery::run(&admin, d, out.json, now()),
     }
 }
 
@@ -506,7 +508,7 @@ fn number(admin: &Admin, config: &Config, cmd: NumberCmd, out: &Output) -> Resul
 }
 
 fn user(admin: &Admin, cmd: UserCmd, out: &Output) -> Result<()> {
-    use crate::sessions::{hash_password, PASSWORD_BYTES_MAX, PASSWORD_CHARS_MIN};
+    use crate::api::sessions::{hash_password, PASSWORD_BYTES_MAX, PASSWORD_CHARS_MIN};
     match cmd {
         UserCmd::Create { company, email } => {
             let email = email.trim().to_lowercase();

@@ -17,7 +17,7 @@
 //! Not for: deciding anything (the engine's state machine decided in the
 //! writer), or answering requests (replies do).
 
-use crate::app::App;
+use crate::runtime::app::App;
 use dialproof_engine::ids::VerificationKey;
 use dialproof_storage::{CommitReceiver, Committed, Transitioned};
 use std::sync::Arc;

@@ -8,12 +8,12 @@
 //!
 //! Not for: HTTP (see `crate::api`) or deciding anything (the engine does).
 
-use crate::config::Config;
-use crate::keys::KeyCache;
-use crate::leases::Leases;
-use crate::limits::RateLimiters;
-use crate::metrics::Metrics;
-use crate::resolve::Resolver;
+use crate::api::key_cache::KeyCache;
+use crate::api::rate_limiters::RateLimiters;
+use crate::runtime::config::Config;
+use crate::runtime::leases::Leases;
+use crate::runtime::metrics::Metrics;
+use crate::runtime::resolve::Resolver;
 use dialproof_engine::time::UnixMillis;
 use dialproof_storage::Store;
 use parking_lot::RwLock;
@@ -27,9 +27,9 @@ pub struct App {
     pub limiters: RateLimiters,
     pub resolver: Resolver,
     /// Threads for CPU-heavy work (password hashing).
-    pub offload: crate::offload::Offload,
-    /// Every pending verification's expiry (see `crate::timers`).
-    pub expiries: crate::timers::Expiries,
+    pub offload: crate::runtime::offload::Offload,
+    /// Every pending verification's expiry (see `crate::runtime::expiry`).
+    pub expiries: crate::runtime::expiry::Expiries,
     pub metrics: Metrics,
     pub config: RwLock<Arc<Config>>,
     pub stop: Arc<AtomicBool>,

@@ -20,7 +20,7 @@
 //! when a failed expiry is retried (the engine's queue decides), nor
 //! applying it (the writer runs the state machine).
 
-use crate::app::App;
+use crate::runtime::app::App;
 use dialproof_engine::expiry::ExpiryQueue;
 use dialproof_engine::ids::VerificationKey;
 use dialproof_engine::time::UnixMillis;
@@ -189,7 +189,7 @@ fn submit(app: &Arc<App>, keys: Vec<VerificationKey>) {
 fn answered(app: &App, key: VerificationKey, result: Result<TransitionResult, StorageError>) {
     match result {
         // What the commit means (the number released, the webhook woken)
-        // is the commit consumer's (`crate::commits`).
+        // is the commit consumer's (`crate::runtime::commits`).
         Ok(_) => app.expiries.done(),
         Err(e) => {
             tracing::warn!(error = %e, verification_id = %key.id(), "expiry failed; retrying");

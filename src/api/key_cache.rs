@@ -8,9 +8,9 @@
 //! ago works at once; those checks are rationed so a flood of made-up tokens
 //! cannot turn into a flood of database reads.
 //!
-//! Not for: verifying rate limits (see `crate::limits`) or persisting keys.
+//! Not for: verifying rate limits (see `crate::api::rate_limiters`) or persisting keys.
 
-use crate::wait::wait_for;
+use crate::runtime::wait::wait_for;
 use dialproof_engine::time::UnixMillis;
 use dialproof_engine::CompanyId;
 use dialproof_storage::{CompanyRow, KeyRow, StorageError, Store};

@@ -8,16 +8,18 @@
 //!
 //! Not for: request handling (`crate::api`).
 
-use crate::app::App;
-use crate::config::Config;
-use crate::keys::KeyCache;
-use crate::leases::{build_table, check_reload, Leases};
-use crate::limits::RateLimiters;
-use crate::metrics::Metrics;
-use crate::resolve::Resolver;
-use crate::server::{self, COROUTINE_STACK_BYTES};
-use crate::wait::wait_for;
-use crate::{api, http, redirect, timers, tls};
+use crate::api::key_cache::KeyCache;
+use crate::api::rate_limiters::RateLimiters;
+use crate::http::listener::{self, COROUTINE_STACK_BYTES};
+use crate::http::{redirect, tls};
+use crate::runtime::app::App;
+use crate::runtime::config::Config;
+use crate::runtime::expiry;
+use crate::runtime::leases::{build_table, check_reload, Leases};
+use crate::runtime::metrics::Metrics;
+use crate::runtime::resolve::Resolver;
+use crate::runtime::wait::wait_for;
+use crate::{api, http};
 use anyhow::{Context, Result};
 use dialproof_engine::ids::VerificationKey;
 use dialproof_engine::time::UnixMillis;
@@ -81,7 +83,7 @@ pub fn run(config_path: Option<PathBuf>) -> Result<()> {
         keys,
         limiters: RateLimiters::default(),
         resolver: Resolver::start()?,
-        offload: crate::offload::Offload::start()?,
+        offload: crate::runtime::offload::Offload::start()?,
         expiries: Default::default(),
         metrics: Metrics::default(),
         config: RwLock::new(Arc::new(config.clone())),
@@ -92,7 +94,7 @@ pub fn run(config_path: Option<PathBuf>) -> Result<()> {
     });
     // Before recovery: its expiries' commits release numbers and wake the
     // webhook driver through the consumer like any other commit.
-    let consumer = crate::commits::spawn(app.clone(), commits)?;
+    let consumer = crate::runtime::commits::spawn(app.clone(), commits)?;
     // Also starts the expiry thread, and returns once what expired while
     // the service was down is expired.
     recover(&app)?;
@@ -114,7 +116,7 @@ pub fn run(config_path: Option<PathBuf>) -> Result<()> {
     let tls_config = tls::server_config(&cert, &key)?;
     let limits = http::Limits::default();
     let api_app = app.clone();
-    let https = server::spawn_https(
+    let https = listener::spawn_https(
         config.server.https_listen,
         tls_config,
         limits,
@@ -125,7 +127,7 @@ pub fn run(config_path: Option<PathBuf>) -> Result<()> {
     let public_port = config.server.public_https_port.unwrap_or(https.port());
     let http_addr = match config.server.http_listen {
         Some(addr) => Some(
-            server::spawn_plain(
+            listener::spawn_plain(
                 addr,
                 limits,
                 Arc::new(move |req| redirect::redirect(req, public_port)),
@@ -195,7 +197,7 @@ fn recover(app: &Arc<App>) -> Result<()> {
         .filter(|(at, _)| *at <= recovered_at)
         .count();
     app.expiries.schedule(expiries);
-    timers::spawn(app.clone())?;
+    expiry::spawn(app.clone())?;
     if !app.expiries.wait_settled(recovered_at, RECOVERY_WAIT) {
         // Serving is safe meanwhile: their numbers stay leased until each
         // expiry commits. Only a read may still show one as pending.

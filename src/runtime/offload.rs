@@ -4,7 +4,7 @@
 //!
 //! Not for: IO (storage and DNS have their own threads).
 
-use crate::wait::wait_for;
+use crate::runtime::wait::wait_for;
 use crossbeam_channel::{bounded, Sender, TrySendError};
 use std::time::Duration;
 

@@ -3,15 +3,15 @@
 //! A session is the "other mechanism" of the spec's 403: a request that
 //! carries a live session cookie but no bearer key is authenticated, yet not
 //! allowed on the key-only endpoints. Passwords are Argon2id (PHC strings);
-//! hashing costs ~25 ms of CPU, so it runs on the [`crate::offload`] pool,
+//! hashing costs ~25 ms of CPU, so it runs on the [`crate::runtime::offload`] pool,
 //! never on a worker thread that serves other connections. Session tokens
 //! are 256 random bits; only their SHA-256 is stored.
 //!
 //! Not for: the login endpoint's HTTP handling (`crate::api::login`).
 
-use crate::app::App;
 use crate::http::Request;
-use crate::wait::wait_for;
+use crate::runtime::app::App;
+use crate::runtime::wait::wait_for;
 use argon2::password_hash::{rand_core::OsRng, PasswordHash, PasswordHasher, SaltString};
 use argon2::{Argon2, PasswordVerifier};
 use dialproof_engine::time::UnixMillis;

@@ -7,7 +7,7 @@
 //!
 //! Not for: deciding whether an address is allowed (`dialproof_engine::ssrf`).
 
-use crate::wait::wait_for;
+use crate::runtime::wait::wait_for;
 use crossbeam_channel::{bounded, Sender, TrySendError};
 use dialproof_storage::Reply;
 use std::net::{IpAddr, ToSocketAddrs};

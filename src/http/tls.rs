@@ -1,7 +1,7 @@
 //! The HTTPS listener's certificate: the configured one, or a self-signed one
 //! generated on first start and kept in the data directory.
 //!
-//! Not for: serving connections (see `crate::server`).
+//! Not for: serving connections (see `crate::http::listener`).
 
 use anyhow::{bail, Context, Result};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};

@@ -1,0 +1,17 @@
+//! The running service: how it starts, recovers, runs and stops, the state
+//! its parts share, and the threads that are nobody else's (the commit
+//! consumer, the expiry thread, the control loop).
+//!
+//! Not for: protocols (`crate::http`, `crate::api`, `crate::sip`,
+//! `crate::webhooks`) or decisions (`dialproof_engine`).
+
+pub mod app;
+pub mod commits;
+pub mod config;
+pub mod expiry;
+pub mod leases;
+pub mod metrics;
+pub mod offload;
+pub mod resolve;
+pub mod service;
+pub mod wait;
