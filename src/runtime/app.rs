@@ -2,9 +2,9 @@
 //!
 //! One [`App`] is shared by every coroutine and thread: the store handle, the
 //! lease table, the key cache, the per-key windows, the resolver and the
-//! expiry schedule. Its methods are the seams where a decision
-//! turns into effects, e.g. [`App::after_transition`] releases a lease only
-//! once the transition that ended it is committed.
+//! expiry schedule, the clock. What a commit means (a number released, a
+//! webhook woken) is not done here but by the one commit consumer
+//! (`super::commits`).
 //!
 //! Not for: HTTP (see `crate::api`) or deciding anything (the engine does).
 
@@ -28,25 +28,24 @@ pub struct App {
     pub resolver: Resolver,
     /// Threads for CPU-heavy work (password hashing).
     pub offload: crate::runtime::offload::Offload,
-    /// Every pending verification's expiry (see `crate::runtime::expiry`).
-    pub expiries: crate::runtime::expiry::Expiries,
+    /// Every pending verification's expiry (see `super::expiries`).
+    pub expiries: super::expiries::Expiries,
+    /// The one clock decisions read (see `super::clock`).
+    pub clock: super::clock::Clock,
     pub metrics: Metrics,
     pub config: RwLock<Arc<Config>>,
     pub stop: Arc<AtomicBool>,
     /// Wakes the webhook driver when an outbox row commits.
-    pub webhooks: crate::webhooks::Waker,
+    pub webhooks: crate::webhooks::waker::Waker,
     /// Each SIP line's up/down state and resolved settings.
-    pub sip_lines: crate::sip::LineStates,
-    pub sip_stats: crate::sip::SipStats,
+    pub sip_lines: crate::sip::state::LineStates,
+    pub sip_stats: crate::sip::state::SipStats,
 }
 
 impl App {
-    /// The wall clock. The only place the service reads it for decisions.
+    /// Now, on the service's one clock.
     pub fn now(&self) -> UnixMillis {
-        let d = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
-        UnixMillis(i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        self.clock.now()
     }
 
     pub fn stopping(&self) -> bool {

@@ -11,6 +11,7 @@
 
 use anyhow::{bail, Context, Result};
 use dialproof_engine::pool::Pool;
+use dialproof_engine::sip::number::Region;
 use dialproof_engine::sip::route::CalledFrom;
 use dialproof_engine::CompanyId;
 use serde::Deserialize;
@@ -64,7 +65,7 @@ pub struct Config {
     pub sip: Option<SipConfig>,
     /// Webhook delivery settings (retry schedule, sender threads).
     #[serde(default)]
-    pub webhooks: crate::webhooks::WebhooksConfig,
+    pub webhooks: crate::runtime::webhook_settings::WebhooksConfig,
     /// Where relative paths are resolved from (the file's directory).
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -273,7 +274,7 @@ impl Config {
         }
         self.webhooks.validate()?;
         for line in &self.lines {
-            crate::sip::validate_line(line)?;
+            validate_line(line)?;
         }
         self.numbers().map(|_| ())
     }
@@ -360,6 +361,67 @@ fn expand_range(start: &str, count: u64, line: &str) -> Result<Vec<String>> {
             Ok(s)
         })
         .collect()
+}
+
+/// The final responses a line may reject calls with: 603 Decline (the
+/// default), 486 Busy Here, 480 Temporarily Unavailable. None of them
+/// answers the call, so the caller is never billed.
+pub const REJECT_CODES: [u16; 3] = [603, 486, 480];
+/// Longest registration expiry a line may ask for.
+pub const REGISTER_EXPIRES_SECONDS_MAX: u32 = 86_400;
+
+/// Checks a line's SIP settings at configuration load.
+pub fn validate_line(line: &LineConfig) -> Result<()> {
+    let name = &line.name;
+    if !REJECT_CODES.contains(&line.reject_code) {
+        bail!(
+            "line {name:?}: reject_code must be one of {REJECT_CODES:?}, got {}",
+            line.reject_code
+        );
+    }
+    if Region::parse(&line.default_country).is_none() {
+        bail!(
+            "line {name:?}: default_country {:?} is not an ISO region with a numbering plan",
+            line.default_country
+        );
+    }
+    if CalledFrom::parse(&line.dialled_number_from).is_none() {
+        bail!(
+            "line {name:?}: dialled_number_from must be one of \"auto\", \"request_uri\", \
+             \"to\", \"p_called_party_id\", got {:?}",
+            line.dialled_number_from
+        );
+    }
+    if line.register_expires_seconds == 0
+        || line.register_expires_seconds > REGISTER_EXPIRES_SECONDS_MAX
+    {
+        bail!("line {name:?}: register_expires_seconds must be 1..={REGISTER_EXPIRES_SECONDS_MAX}");
+    }
+    if line.ping_interval_seconds == 0 || line.ping_failures_max == 0 {
+        bail!("line {name:?}: ping_interval_seconds and ping_failures_max must be at least 1");
+    }
+    match line.mode {
+        LineMode::AlwaysUp => {}
+        LineMode::IpAuth => {
+            if line.provider.is_none() {
+                bail!("line {name:?}: mode \"ip_auth\" needs `provider` (host:port)");
+            }
+        }
+        LineMode::Register => {
+            if line.provider.is_none() || line.username.is_none() || line.password.is_none() {
+                bail!(
+                    "line {name:?}: mode \"register\" needs `provider`, `username` and `password`"
+                );
+            }
+        }
+    }
+    if let Some(p) = &line.provider {
+        if dialproof_engine::sip::message::split_host_port(p).is_none_or(|(_, port)| port.is_none())
+        {
+            bail!("line {name:?}: provider must be host:port, got {p:?}");
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -6,8 +6,10 @@
 //! `crate::webhooks`) or decisions (`dialproof_engine`).
 
 pub mod app;
+pub mod clock;
 pub mod commits;
 pub mod config;
+pub mod expiries;
 pub mod expiry;
 pub mod leases;
 pub mod metrics;
@@ -15,3 +17,4 @@ pub mod offload;
 pub mod resolve;
 pub mod service;
 pub mod wait;
+pub mod webhook_settings;

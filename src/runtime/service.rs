@@ -75,7 +75,7 @@ pub fn run(config_path: Option<PathBuf>) -> Result<()> {
     // No SIP line state is known yet: each line starts as its mode says.
     let table = build_table(&config, &keys.dedicated_numbers(), &Default::default())?;
     let numbers_total = config.numbers()?.len();
-    let (webhook_waker, webhook_wakes) = crate::webhooks::channel();
+    let (webhook_waker, webhook_wakes) = crate::webhooks::waker::channel();
     let stop = Arc::new(AtomicBool::new(false));
     let app = Arc::new(App {
         store: store.clone(),
@@ -85,6 +85,7 @@ pub fn run(config_path: Option<PathBuf>) -> Result<()> {
         resolver: Resolver::start()?,
         offload: crate::runtime::offload::Offload::start()?,
         expiries: Default::default(),
+        clock: crate::runtime::clock::Clock::system(),
         metrics: Metrics::default(),
         config: RwLock::new(Arc::new(config.clone())),
         stop: stop.clone(),

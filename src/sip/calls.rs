@@ -20,7 +20,7 @@
 //!
 //! Not for: SIP transactions (the engine's endpoint) or sockets (`driver`).
 
-use super::lines::LineInfo;
+use super::line_info::LineInfo;
 use super::SipStats;
 use crate::runtime::app::App;
 use dialproof_engine::sip::identity::{caller, Caller};

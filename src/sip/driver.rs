@@ -11,7 +11,8 @@
 //! Not for: protocol decisions (engine) or call decisions (`calls`).
 
 use super::calls::{on_invite, Verdict};
-use super::lines::{resolve_lines, set_line_up};
+use super::line_info::resolve_lines;
+use super::lines::set_line_up;
 use super::SipStats;
 use crate::http::listener::spawn_coroutine;
 use crate::runtime::app::App;

@@ -2,7 +2,7 @@
 //! at delivery time.
 //!
 //! How a webhook leaves: a transition commits its outbox row (storage, in
-//! the same transaction as the state change); `App::after_transition` wakes
+//! the same transaction as the state change); the commit consumer wakes
 //! the driver with the row's id; the driver reads the committed row and
 //! queues it to a sender; the sender signs the stored bytes, vets the
 //! receiver's addresses, POSTs, and records the attempt with the delivery's
@@ -22,20 +22,15 @@
 
 mod driver;
 mod sender;
-pub mod settings;
 mod vetting;
-
-pub use settings::WebhooksConfig;
+pub mod waker;
 
 use crate::runtime::app::App;
 use anyhow::{Context, Result};
-use crossbeam_channel::{bounded, unbounded, Receiver, Sender, TrySendError};
+use crossbeam_channel::{bounded, unbounded, Receiver};
 use dialproof_engine::webhook_retry::Next;
 use std::sync::Arc;
 
-/// Commit wakes queued to the driver. A wake lost to a full queue only
-/// delays that delivery until the next poll.
-pub const WAKE_QUEUE_MAX: usize = 65_536;
 /// Attempts queued for the senders beyond those running.
 pub const SEND_QUEUE_MAX: usize = 1024;
 
@@ -49,36 +44,6 @@ pub enum Internal {
         next: Next,
         result: Result<(), String>,
     },
-}
-
-/// The handle `App` holds to wake the driver.
-pub struct Waker {
-    tx: Sender<i64>,
-}
-
-impl Waker {
-    /// A transition committed with outbox row `delivery_id`. Never blocks
-    /// (it runs on the storage writer thread).
-    pub fn committed(&self, delivery_id: i64) {
-        match self.tx.try_send(delivery_id) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_)) => {
-                tracing::warn!(
-                    delivery_id,
-                    "webhook wake queue full; the poll will send it"
-                );
-            }
-            // The driver is gone: the service is stopping; the row stays
-            // pending and goes out after the restart.
-            Err(TrySendError::Disconnected(_)) => {}
-        }
-    }
-}
-
-/// The waker for `App`, and the receiving end for [`spawn`].
-pub fn channel() -> (Waker, Receiver<i64>) {
-    let (tx, rx) = bounded(WAKE_QUEUE_MAX);
-    (Waker { tx }, rx)
 }
 
 /// Starts the sender threads and the driver thread. The settings are read
