@@ -104,6 +104,10 @@ pub struct Args {
     /// and time call-to-webhook.
     #[arg(long)]
     pub calls: bool,
+    /// With --calls: the share of created verifications that get a call
+    /// (the others stay pending for cancels, or expire).
+    #[arg(long, default_value_t = 1.0)]
+    pub call_share: f64,
     /// The service's SIP address (UDP).
     #[arg(long, default_value = "127.0.0.1:5060")]
     pub sip: String,
@@ -192,6 +196,9 @@ impl Args {
         }
         if mix.needs_keys() && self.keys.is_none() && self.setup_local.is_none() {
             bail!("the mix uses the API: give --keys FILE or --setup-local N");
+        }
+        if !(0.0..=1.0).contains(&self.call_share) {
+            bail!("--call-share must be 0..=1");
         }
         if self.calls && !mix.has_create() {
             bail!("--calls needs creates in the mix");

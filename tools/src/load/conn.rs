@@ -168,12 +168,20 @@ impl Conn {
     }
 
     /// Reads all the socket has (edge-triggered readiness), decrypting as
-    /// it goes; true when the peer closed.
+    /// it goes; true when the peer closed. A read that returns less than
+    /// it asked for has emptied the socket (anything arriving later raises
+    /// a new edge), so it ends the loop without one more read to see
+    /// `WouldBlock`: one system call less per response.
     fn read(&mut self) -> Result<bool, Failure> {
         loop {
-            match self.tls.read_tls(&mut self.sock) {
+            let mut sock = ShortReads {
+                sock: &mut self.sock,
+                short: false,
+            };
+            match self.tls.read_tls(&mut sock) {
                 Ok(0) => return Ok(true),
                 Ok(_) => {
+                    let drained = sock.short;
                     if self.tls.process_new_packets().is_err() {
                         // Send our alert if we can; the connection is done.
                         let _ = self.tls.write_tls(&mut self.sock);
@@ -181,6 +189,9 @@ impl Conn {
                     }
                     if self.drain_plaintext()? {
                         return Ok(true);
+                    }
+                    if drained {
+                        return Ok(false);
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
@@ -220,6 +231,20 @@ impl Conn {
             }
         }
         Ok(())
+    }
+}
+
+/// The socket as rustls reads it, noting whether the last read was short.
+struct ShortReads<'a> {
+    sock: &'a mut TcpStream,
+    short: bool,
+}
+
+impl Read for ShortReads<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.sock.read(buf)?;
+        self.short = n < buf.len();
+        Ok(n)
     }
 }
 

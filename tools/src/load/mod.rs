@@ -138,6 +138,7 @@ pub fn run(args: &Args) -> Result<Report> {
         timeout: Duration::from_millis(args.timeout_ms),
         threads,
         calls: caller.as_ref().map(SipCaller::handle),
+        call_share: args.call_share,
         start: Arc::new(Barrier::new(threads + 1)),
     });
     let (stats, elapsed) = drive(&plan, args.quiet)?;

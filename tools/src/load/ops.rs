@@ -4,9 +4,11 @@
 //! Each event-loop thread owns a [`Planner`]; keys are used in turn, and
 //! each key remembers the ids it created (a key's company sees only its
 //! own verifications). A read takes a random remembered id; a cancel takes
-//! the oldest still-pending one (so the mix also frees numbers), else any
-//! remembered one (a repeated cancel is safe and answers 200). With no id
-//! yet, a read or cancel becomes a create, counted as substituted.
+//! the oldest pending one that no call was placed to (so the mix also
+//! frees numbers), else repeats the cancel of one it already cancelled (a
+//! repeated cancel is safe and answers 200). A verification being called is
+//! never cancelled, so a cancel cannot race its call. With no id to use, a
+//! read or cancel becomes a create, counted as substituted.
 //!
 //! Not for: sockets or timing (see [`super::worker`]).
 
@@ -18,6 +20,8 @@ use std::sync::Arc;
 pub const KNOWN_IDS_MAX: usize = 1024;
 /// Pending ids remembered per key for cancels (older ones expire by TTL).
 pub const PENDING_IDS_MAX: usize = 4096;
+/// Cancelled ids remembered per key for repeated cancels.
+pub const CANCELLED_IDS_MAX: usize = 256;
 
 /// One kind of request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -166,9 +170,24 @@ pub struct Planned {
 
 #[derive(Debug, Default)]
 struct Ids {
+    /// Pending and not called: the ones a cancel may end.
     pending: VecDeque<String>,
     known: Vec<String>,
     known_next: usize,
+    cancelled: Vec<String>,
+    cancelled_next: usize,
+}
+
+/// Adds to a bounded ring: appends while there is room, else overwrites
+/// the oldest.
+fn remember(ring: &mut Vec<String>, next: &mut usize, max: usize, id: String) {
+    if ring.len() < max {
+        ring.push(id);
+    } else {
+        let slot = *next % max;
+        ring[slot] = id;
+        *next = slot + 1;
+    }
 }
 
 /// One thread's request source.
@@ -217,10 +236,7 @@ impl Planner {
         self.next_key = (self.next_key + 1) % self.shared.tokens.len();
         let id = match op {
             Op::Read => self.known_id(key),
-            Op::Cancel => self.ids[key]
-                .pending
-                .pop_front()
-                .or_else(|| self.known_id(key)),
+            Op::Cancel => self.cancel_id(key),
             _ => None,
         };
         match (op, id) {
@@ -245,18 +261,34 @@ impl Planner {
             }
             ids.pending.push_back(id.clone());
         }
-        if ids.known.len() < KNOWN_IDS_MAX {
-            ids.known.push(id);
-        } else {
-            let slot = ids.known_next % KNOWN_IDS_MAX;
-            ids.known[slot] = id;
-            ids.known_next = slot + 1;
-        }
+        remember(&mut ids.known, &mut ids.known_next, KNOWN_IDS_MAX, id);
+    }
+
+    /// True with probability `p` (0..=1).
+    pub fn chance(&mut self, p: f64) -> bool {
+        let unit = (self.rng.next_u64() >> 11) as f64 / ((1u64 << 53) as f64);
+        unit < p
     }
 
     fn known_id(&mut self, key: usize) -> Option<String> {
         let n = self.ids[key].known.len();
         (n > 0).then(|| self.ids[key].known[self.rng.below(n)].clone())
+    }
+
+    fn cancel_id(&mut self, key: usize) -> Option<String> {
+        let ids = &mut self.ids[key];
+        if let Some(id) = ids.pending.pop_front() {
+            let copy = id.clone();
+            remember(
+                &mut ids.cancelled,
+                &mut ids.cancelled_next,
+                CANCELLED_IDS_MAX,
+                copy,
+            );
+            return Some(id);
+        }
+        let n = ids.cancelled.len();
+        (n > 0).then(|| self.ids[key].cancelled[self.rng.below(n)].clone())
     }
 
     fn auth(&self, key: usize) -> &str {

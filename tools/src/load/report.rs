@@ -118,6 +118,10 @@ pub struct Report {
     pub operations: BTreeMap<String, OpReport>,
     /// Every HTTP answer, whatever its status (wrk's view).
     pub all_responses_ms: Latency,
+    /// Open loop: how late requests left after they were due (already
+    /// part of every latency above; a high value means the generator or
+    /// its connections could not keep up).
+    pub send_lag_ms: Option<Latency>,
     pub errors_by_kind: BTreeMap<String, u64>,
     pub calls: Option<CallsReport>,
     pub webhooks: Option<WebhooksReport>,
@@ -165,6 +169,7 @@ impl Report {
             unsent_at_end: stats.unsent_at_end,
             operations,
             all_responses_ms: Latency::of(&stats.all_responses_us),
+            send_lag_ms: (!stats.send_lag_us.is_empty()).then(|| Latency::of(&stats.send_lag_us)),
             errors_by_kind: stats.errors_by_kind(),
             calls: None,
             webhooks: None,
@@ -209,6 +214,9 @@ impl Report {
             latency_row(&mut s, name, &op.latency_ms);
         }
         latency_row(&mut s, "all answers", &self.all_responses_ms);
+        if let Some(lag) = &self.send_lag_ms {
+            latency_row(&mut s, "(send lag)", lag);
+        }
         let errors: Vec<String> = self
             .errors_by_kind
             .iter()
@@ -237,7 +245,7 @@ impl Report {
             );
             latency_row(s, "INVITE->final", &c.invite_to_final_ms);
         }
-        if let Some(w) = &self.webhooks {
+        if let Some(w) = self.webhooks.as_ref().filter(|w| w.received > 0) {
             let kinds: Vec<String> = w.by_type.iter().map(|(k, v)| format!("{k} {v}")).collect();
             let sigs: Vec<String> = w
                 .signatures
@@ -246,13 +254,15 @@ impl Report {
                 .collect();
             let _ = writeln!(
                 s,
-                "webhooks: {} received ({}); signatures: {}; {} calls without a webhook",
+                "webhooks: {} received ({}); signatures: {}",
                 w.received,
                 kinds.join(", "),
                 sigs.join(", "),
-                w.calls_without_webhook
             );
-            latency_row(s, "call->hook", &w.call_to_webhook_ms);
+            if self.calls.is_some() {
+                let _ = writeln!(s, "  {} calls without a webhook", w.calls_without_webhook);
+                latency_row(s, "call->hook", &w.call_to_webhook_ms);
+            }
         }
     }
 }

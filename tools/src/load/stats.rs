@@ -80,6 +80,9 @@ pub struct Stats {
     pub unsent_at_end: u64,
     /// Created verifications not called because the call queue was full.
     pub calls_not_queued: u64,
+    /// Open loop: how late each request left after it was due (the
+    /// generator's own lateness, included in every latency), microseconds.
+    pub send_lag_us: Histogram<u64>,
     /// Connections that failed with no request on them (while opening
     /// before the start, or reopening an idle one), by kind.
     pub idle_failures: BTreeMap<Failure, u64>,
@@ -99,6 +102,7 @@ impl Default for Stats {
             unsent_at_end: 0,
             calls_not_queued: 0,
             idle_failures: BTreeMap::new(),
+            send_lag_us: new_histogram(),
         }
     }
 }
@@ -124,6 +128,10 @@ impl Stats {
         }
     }
 
+    pub fn lag(&mut self, lag: Duration) {
+        let _ = self.send_lag_us.record(micros(lag));
+    }
+
     pub fn failed(&mut self, op: Op, failure: Failure) {
         *self.op(op).failures.entry(failure).or_default() += 1;
     }
@@ -136,6 +144,7 @@ impl Stats {
         self.substituted += other.substituted;
         self.unsent_at_end += other.unsent_at_end;
         self.calls_not_queued += other.calls_not_queued;
+        let _ = self.send_lag_us.add(&other.send_lag_us);
         for (k, v) in &other.idle_failures {
             *self.idle_failures.entry(*k).or_default() += v;
         }

@@ -35,6 +35,10 @@ const DEADLINE_SCAN: Duration = Duration::from_millis(5);
 const POLL_MAX: Duration = Duration::from_millis(50);
 /// Readiness events taken per poll.
 const EVENTS_MAX: usize = 1024;
+/// Open loop, next ticket under a millisecond away: sleep this long at
+/// most between non-blocking polls (mio's timeouts are whole milliseconds,
+/// rounded up, which would make every send up to 1 ms late).
+const FINE_SLEEP: Duration = Duration::from_micros(100);
 
 /// What every thread of a run shares.
 pub struct Plan {
@@ -46,6 +50,8 @@ pub struct Plan {
     pub threads: usize,
     /// Where created verifications are queued for a call (`--calls`).
     pub calls: Option<CallQueue>,
+    /// The share of created verifications that get a call.
+    pub call_share: f64,
     /// Every worker and the main thread meet here once connections are up.
     pub start: Arc<Barrier>,
 }
@@ -168,7 +174,13 @@ impl Worker<'_> {
                 Mode::Closed { .. } => next_scan.min(end),
             };
             let wait = wake.saturating_duration_since(Instant::now()).min(POLL_MAX);
-            self.poll_once(&mut events, wait);
+            if wait >= Duration::from_millis(1) {
+                // Whole milliseconds, rounded down, so the wake is not late.
+                let ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
+                self.poll_once(&mut events, Duration::from_millis(ms));
+            } else if !self.poll_once(&mut events, Duration::ZERO) && !wait.is_zero() {
+                std::thread::sleep(wait.min(FINE_SLEEP));
+            }
         }
         if let Mode::Open { .. } = self.plan.mode {
             // Tickets due before the end that never found a connection.
@@ -186,7 +198,7 @@ impl Worker<'_> {
         let mut events = Events::with_capacity(EVENTS_MAX);
         while self.slots.iter().any(|s| s.inflight.is_some()) {
             self.expire(Instant::now());
-            self.poll_once(&mut events, DEADLINE_SCAN);
+            let _ = self.poll_once(&mut events, DEADLINE_SCAN);
         }
         for slot in &mut self.slots {
             if let Some(c) = slot.conn.take() {
@@ -195,13 +207,15 @@ impl Worker<'_> {
         }
     }
 
-    fn poll_once(&mut self, events: &mut Events, wait: Duration) {
+    /// One poll; true when it brought events.
+    fn poll_once(&mut self, events: &mut Events, wait: Duration) -> bool {
         if self.poll.poll(events, Some(wait)).is_err() {
-            return;
+            return false;
         }
         for e in events.iter() {
             self.on_event(e.token().0, e.is_readable(), e.is_writable());
         }
+        !events.is_empty()
     }
 
     /// A slot whose connection is free, opening one where needed.
@@ -247,6 +261,9 @@ impl Worker<'_> {
     }
 
     fn send(&mut self, i: usize, intended: Instant, now: Instant) {
+        if let Mode::Open { .. } = self.plan.mode {
+            self.stats.lag(now.saturating_duration_since(intended));
+        }
         let planned = self.planner.next();
         self.stats.substituted += u64::from(planned.substituted);
         self.stats.op(planned.op).sent += 1;
@@ -310,7 +327,12 @@ impl Worker<'_> {
             self.stats.op(Op::Create).bad_bodies += 1;
             return false;
         };
-        let called = match &self.plan.calls {
+        let call = self
+            .plan
+            .calls
+            .as_ref()
+            .filter(|_| self.planner.chance(self.plan.call_share));
+        let called = match call {
             Some(q) => {
                 let queued = q.call(v.verification_id.clone(), v.dial_number);
                 self.stats.calls_not_queued += u64::from(!queued);
