@@ -141,7 +141,7 @@ impl Conn {
             self.flush()?;
         }
         match parse_response(&self.inbuf, self.keep_body) {
-            Err(()) => Err(Failure::Protocol),
+            Err(Malformed) => Err(Failure::Protocol),
             Ok(Some((response, used))) => {
                 self.inbuf.drain(..used);
                 Ok(Progress::Response(response))
@@ -248,10 +248,14 @@ impl Read for ShortReads<'_> {
     }
 }
 
+/// A response we cannot read: not HTTP/1.x, or not `Content-Length` framed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Malformed;
+
 /// Reads one response from the front of `buf`: `Ok(None)` until it is all
-/// there, `Err(())` when it is not HTTP/1.x with `Content-Length` framing.
-/// On success also returns the bytes it used.
-pub fn parse_response(buf: &[u8], keep_body: bool) -> Result<Option<(Response, usize)>, ()> {
+/// there, `Err(Malformed)` when it is not HTTP/1.x with `Content-Length`
+/// framing. On success also returns the bytes it used.
+pub fn parse_response(buf: &[u8], keep_body: bool) -> Result<Option<(Response, usize)>, Malformed> {
     if buf.is_empty() {
         return Ok(None);
     }
@@ -260,21 +264,21 @@ pub fn parse_response(buf: &[u8], keep_body: bool) -> Result<Option<(Response, u
     let head_len = match parsed.parse(buf) {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) if buf.len() <= HEAD_BYTES_MAX => return Ok(None),
-        _ => return Err(()),
+        _ => return Err(Malformed),
     };
-    let status = parsed.code.ok_or(())?;
+    let status = parsed.code.ok_or(Malformed)?;
     let mut length = None;
     let mut close = parsed.version == Some(0);
     for h in parsed.headers.iter() {
         if h.name.eq_ignore_ascii_case("content-length") {
-            let v = std::str::from_utf8(h.value).map_err(|_| ())?;
-            let n: usize = v.trim().parse().map_err(|_| ())?;
+            let v = std::str::from_utf8(h.value).map_err(|_| Malformed)?;
+            let n: usize = v.trim().parse().map_err(|_| Malformed)?;
             if length.is_some_and(|l| l != n) || n > BODY_BYTES_MAX {
-                return Err(());
+                return Err(Malformed);
             }
             length = Some(n);
         } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
-            return Err(());
+            return Err(Malformed);
         } else if h.name.eq_ignore_ascii_case("connection") {
             close |= h.value.eq_ignore_ascii_case(b"close");
         }
@@ -282,11 +286,11 @@ pub fn parse_response(buf: &[u8], keep_body: bool) -> Result<Option<(Response, u
     let length = match length {
         Some(n) => n,
         None if status < 200 || status == 204 || status == 304 => 0,
-        None => return Err(()),
+        None => return Err(Malformed),
     };
     if status < 200 {
         // 1xx are not sent for these requests; skipping them is not needed.
-        return Err(());
+        return Err(Malformed);
     }
     if buf.len() < head_len + length {
         return Ok(None);
@@ -336,7 +340,7 @@ mod tests {
         ] {
             assert_eq!(
                 parse_response(bad, true),
-                Err(()),
+                Err(Malformed),
                 "{:?}",
                 String::from_utf8_lossy(bad)
             );

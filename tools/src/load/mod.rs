@@ -68,8 +68,8 @@ impl Hooks {
     }
 }
 
-/// Runs the load as `args` say and returns the report (also printed, and
-/// written as JSON with `--json`).
+/// Runs the load as `args` say and returns the report (also written as
+/// JSON with `--json`).
 pub fn run(args: &Args) -> Result<Report> {
     let (mode, mix) = args.validate()?;
     let trust = match &args.cacert {
@@ -90,21 +90,7 @@ pub fn run(args: &Args) -> Result<Report> {
     let listener = TcpListener::bind(args.webhook_listen)
         .with_context(|| format!("binding the webhook receiver on {}", args.webhook_listen))?;
     let base_url = format!("http://{}", listener.local_addr()?);
-
-    let mut secrets = args.webhook_secrets.clone();
-    secrets.extend(std::env::var(SECRET_ENV).ok().filter(|s| !s.is_empty()));
-    let tokens = if let Some(n) = args.setup_local {
-        let op = setup::Operator::new(args.dialproof_bin.as_deref(), args.config.as_deref());
-        let keys = op.setup(n, args.key_limit, &base_url)?;
-        secrets.extend(keys.webhook_secrets);
-        std::thread::sleep(setup::PICKUP_DELAY);
-        keys.tokens
-    } else if let Some(path) = &args.keys {
-        setup::read_keys_file(path)?
-    } else {
-        Vec::new()
-    };
-
+    let (tokens, secrets) = keys_and_secrets(args, &base_url)?;
     let hooks = Arc::new(Mutex::new(Hooks {
         call_sent: HashMap::new(),
         received: 0,
@@ -113,27 +99,22 @@ pub fn run(args: &Args) -> Result<Report> {
         call_to_webhook_us: new_histogram(),
     }));
     let receiver = start_receiver(listener, secrets, &hooks)?;
-    let caller = if args.calls {
-        Some(start_caller(args, &hooks)?)
-    } else {
-        None
-    };
+    let caller = args.calls.then(|| start_caller(args, &hooks)).transpose()?;
 
     let threads = args.thread_count(mode.connections());
-    let keys = tokens.len();
-    let shared = Arc::new(Shared {
-        mix: mix.clone(),
-        host: target.host_header.clone(),
-        tokens,
-        phone: args.phone.clone(),
-        webhook_url: format!("{base_url}/hook"),
-        ttl_seconds: args.ttl,
-        get_path: args.path.clone(),
-    });
+    let info = run_info(args, mode, &mix, threads, tokens.len());
     let plan = Arc::new(worker::Plan {
         mode,
+        shared: Arc::new(Shared {
+            mix: mix.clone(),
+            host: target.host_header.clone(),
+            tokens,
+            phone: args.phone.clone(),
+            webhook_url: format!("{base_url}/hook"),
+            ttl_seconds: args.ttl,
+            get_path: args.path.clone(),
+        }),
         target,
-        shared,
         duration: Duration::from_secs_f64(args.duration),
         timeout: Duration::from_millis(args.timeout_ms),
         threads,
@@ -142,8 +123,47 @@ pub fn run(args: &Args) -> Result<Report> {
         start: Arc::new(Barrier::new(threads + 1)),
     });
     let (stats, elapsed) = drive(&plan, args.quiet)?;
+    drop(plan);
 
-    let run = RunInfo {
+    let mut report = Report::new(info, &stats, elapsed.as_secs_f64());
+    if let Some(caller) = caller {
+        let totals = caller.finish();
+        wait_for_webhooks(&hooks, &totals, args.drain_seconds);
+        report.calls = Some(calls_report(&totals, stats.calls_not_queued));
+        report.webhooks = Some(webhooks_report(&hooks, &totals));
+    } else if mix.has_create() {
+        report.webhooks = Some(webhooks_report(&hooks, &CallTotals::none()));
+    }
+    drop(receiver);
+    if let Some(path) = &args.json {
+        let json = serde_json::to_string_pretty(&report)?;
+        std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(report)
+}
+
+/// The tokens to use and the webhook secrets to verify with: from
+/// `--setup-local` (which registers `base_url` as a development URL) or
+/// `--keys`, plus `--webhook-secret` and the environment.
+fn keys_and_secrets(args: &Args, base_url: &str) -> Result<(Vec<String>, Vec<String>)> {
+    let mut secrets = args.webhook_secrets.clone();
+    secrets.extend(std::env::var(SECRET_ENV).ok().filter(|s| !s.is_empty()));
+    let tokens = if let Some(n) = args.setup_local {
+        let op = setup::Operator::new(args.dialproof_bin.as_deref(), args.config.as_deref());
+        let keys = op.setup(n, args.key_limit, base_url)?;
+        secrets.extend(keys.webhook_secrets);
+        std::thread::sleep(setup::PICKUP_DELAY);
+        keys.tokens
+    } else if let Some(path) = &args.keys {
+        setup::read_keys_file(path)?
+    } else {
+        Vec::new()
+    };
+    Ok((tokens, secrets))
+}
+
+fn run_info(args: &Args, mode: Mode, mix: &ops::Mix, threads: usize, keys: usize) -> RunInfo {
+    RunInfo {
         target: args.target.clone(),
         mode: match mode {
             Mode::Open { .. } => "open",
@@ -162,23 +182,7 @@ pub fn run(args: &Args) -> Result<Report> {
             Mode::Open { .. } => "intended send time (open loop)",
             Mode::Closed { .. } => "send time (closed loop)",
         },
-    };
-    let mut report = Report::new(run, &stats, elapsed.as_secs_f64());
-    if let Some(caller) = caller {
-        drop(plan);
-        let totals = caller.finish();
-        wait_for_webhooks(&hooks, &totals, args.drain_seconds);
-        report.calls = Some(calls_report(&totals, stats.calls_not_queued));
-        report.webhooks = Some(webhooks_report(&hooks, &totals));
-    } else if mix.has_create() {
-        report.webhooks = Some(webhooks_report(&hooks, &CallTotals::none()));
     }
-    drop(receiver);
-    if let Some(path) = &args.json {
-        let json = serde_json::to_string_pretty(&report)?;
-        std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))?;
-    }
-    Ok(report)
 }
 
 fn start_receiver(

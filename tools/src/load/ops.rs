@@ -222,7 +222,7 @@ impl Planner {
     }
 
     /// The next request by the mix.
-    pub fn next(&mut self) -> Planned {
+    pub fn next_request(&mut self) -> Planned {
         let op = self.shared.mix.pick(self.rng.next_u64());
         if op == Op::Get || self.shared.tokens.is_empty() {
             return Planned {
@@ -384,7 +384,7 @@ mod tests {
     #[test]
     fn reads_and_cancels_wait_for_ids_then_use_them() {
         let mut p = Planner::new(shared("read=1,cancel=1"), 0, 1);
-        let first = p.next();
+        let first = p.next_request();
         assert_eq!((first.op, first.substituted), (Op::Create, true));
         let text = String::from_utf8(first.bytes).unwrap();
         assert!(text.starts_with("POST /api/v1/verifications/ HTTP/1.1\r\n"));
@@ -392,7 +392,7 @@ mod tests {
         p.created(0, "ver_A".into(), true);
         p.created(1, "ver_B".into(), true);
         for _ in 0..10 {
-            let n = p.next();
+            let n = p.next_request();
             let text = String::from_utf8(n.bytes).unwrap();
             assert!(!n.substituted, "{text}");
             let id = if n.key == 0 { "ver_A" } else { "ver_B" };
@@ -411,7 +411,7 @@ mod tests {
     #[test]
     fn get_needs_no_key() {
         let mut p = Planner::new(shared("get=1"), 1, 3);
-        let n = p.next();
+        let n = p.next_request();
         assert_eq!(n.op, Op::Get);
         assert_eq!(n.bytes, b"GET / HTTP/1.1\r\nHost: 127.0.0.1:8443\r\n\r\n");
     }

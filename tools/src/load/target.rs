@@ -56,8 +56,12 @@ impl Target {
             .trim_end_matches(']')
             .to_owned();
         let port = parsed.port_or_known_default().unwrap_or(443);
-        let addr = resolve(&format!("{host}:{port}"), "--target", allow_remote)
-            .or_else(|_| resolve(&format!("[{host}]:{port}"), "--target", allow_remote))?;
+        let spec = if host.contains(':') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        };
+        let addr = resolve(&spec, "--target", allow_remote)?;
         let host_header = match parsed.port() {
             Some(p) => format!("{}:{p}", parsed.host_str().unwrap_or(&host)),
             None => parsed.host_str().unwrap_or(&host).to_owned(),
@@ -208,5 +212,9 @@ mod tests {
         assert!(Target::new("http://127.0.0.1:8080", None, Trust::Insecure, false).is_err());
         assert!(Target::new("https://10.0.0.1", None, Trust::Insecure, false).is_err());
         assert!(Target::new("https://127.0.0.1/api", None, Trust::Insecure, false).is_err());
+        let v6 = Target::new("https://[::1]:8443", None, Trust::Insecure, false).unwrap();
+        assert_eq!(v6.addr, "[::1]:8443".parse().unwrap());
+        let err = Target::new("https://93.184.216.34", None, Trust::Insecure, false).unwrap_err();
+        assert!(err.to_string().contains("not a loopback address"), "{err}");
     }
 }

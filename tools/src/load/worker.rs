@@ -184,11 +184,9 @@ impl Worker<'_> {
         }
         if let Mode::Open { .. } = self.plan.mode {
             // Tickets due before the end that never found a connection.
-            let mut due = next_ticket;
-            while due_at(due) < end {
-                due += 1;
-            }
-            self.stats.unsent_at_end = due - next_ticket;
+            let span = end.saturating_duration_since(first).as_secs_f64();
+            let due = (span / interval.as_secs_f64()).ceil() as u64;
+            self.stats.unsent_at_end = due.saturating_sub(next_ticket);
         }
     }
 
@@ -264,7 +262,7 @@ impl Worker<'_> {
         if let Mode::Open { .. } = self.plan.mode {
             self.stats.lag(now.saturating_duration_since(intended));
         }
-        let planned = self.planner.next();
+        let planned = self.planner.next_request();
         self.stats.substituted += u64::from(planned.substituted);
         self.stats.op(planned.op).sent += 1;
         self.counters.add_sent();
