@@ -148,22 +148,25 @@ impl Worker<'_> {
         let mut next_scan = start;
         loop {
             let now = Instant::now();
-            if now >= end {
-                break;
-            }
             match self.plan.mode {
-                Mode::Closed { .. } => {
+                Mode::Closed { .. } if now < end => {
                     while let Some(i) = self.free_slot(now) {
                         self.send(i, now, now);
                     }
                 }
+                Mode::Closed { .. } => {}
                 Mode::Open { .. } => {
-                    while due_at(next_ticket) <= now {
+                    // Every ticket due before the end goes out, even one
+                    // this loop only sees after the end (late, as measured).
+                    while due_at(next_ticket) <= now && due_at(next_ticket) < end {
                         let Some(i) = self.free_slot(now) else { break };
                         self.send(i, due_at(next_ticket), now);
                         next_ticket += 1;
                     }
                 }
+            }
+            if now >= end {
+                break;
             }
             if now >= next_scan {
                 self.expire(now);
