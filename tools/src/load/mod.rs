@@ -57,7 +57,10 @@ impl Hooks {
             .verdicts
             .entry(e.verdict.as_str().to_owned())
             .or_default() += 1;
-        if e.event_type == "verification.completed" && e.verdict != Verdict::Mismatch {
+        // A webhook whose signature fails does not count as the call's
+        // (the service will retry it; a valid one may still come).
+        let accepted = matches!(e.verdict, Verdict::Valid | Verdict::Unchecked);
+        if e.event_type == "verification.completed" && accepted {
             if let Some(sent) = self.call_sent.remove(&e.verification_id) {
                 let us = e.received.saturating_duration_since(sent).as_micros();
                 let _ = self
