@@ -119,8 +119,8 @@ pub struct Report {
     /// Every HTTP answer, whatever its status (wrk's view).
     pub all_responses_ms: Latency,
     /// Open loop: how late requests left after they were due (already
-    /// part of every latency above; a high value means the generator or
-    /// its connections could not keep up).
+    /// part of every latency above; a high value means no connection was
+    /// free, because answers were slow, or the generator fell behind).
     pub send_lag_ms: Option<Latency>,
     pub errors_by_kind: BTreeMap<String, u64>,
     pub calls: Option<CallsReport>,

@@ -80,8 +80,9 @@ pub struct Stats {
     pub unsent_at_end: u64,
     /// Created verifications not called because the call queue was full.
     pub calls_not_queued: u64,
-    /// Open loop: how late each request left after it was due (the
-    /// generator's own lateness, included in every latency), microseconds.
+    /// Open loop: how late each request left after it was due (waiting
+    /// for a free connection or for this thread; included in every
+    /// latency), microseconds.
     pub send_lag_us: Histogram<u64>,
     /// Connections that failed with no request on them (while opening
     /// before the start, or reopening an idle one), by kind.
