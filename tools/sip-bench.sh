@@ -12,7 +12,10 @@
 #  2. "leased": LEASED verifications are created over HTTPS first (the
 #     line has exactly LEASED numbers, so every one is leased), then one
 #     call to each number at RATE/s: each INVITE completes a verification
-#     through the group-commit writer before its 603 goes out.
+#     through the group-commit writer before its 603 goes out. Their
+#     webhooks go to dialproof-webhook-receiver on loopback, registered as
+#     the company's development URL (nothing leaves the machine); the
+#     script counts how many arrived with a valid signature.
 # sipp measures each call from its INVITE to the final response (rtd);
 # the script prints the rate achieved and latency percentiles.
 # Needs sipp (apt-get install sip-tester) and curl.
@@ -25,10 +28,12 @@ LEASED=${LEASED:-2000}
 START=74950000000
 
 command -v sipp >/dev/null || { echo "sipp missing: apt-get install sip-tester" >&2; exit 1; }
-cargo build --release -q -p dialproof
+cargo build --release -q --workspace --bins
 BIN=$PWD/target/release/dialproof
+RECEIVER_BIN=$PWD/target/release/dialproof-webhook-receiver
 DIR=$(mktemp -d /tmp/dialproof-sip-bench.XXXXXX)
-trap 'kill "$SERVER" 2>/dev/null || true; wait 2>/dev/null || true' EXIT
+RECEIVER=
+trap 'kill "$SERVER" $RECEIVER 2>/dev/null || true; wait 2>/dev/null || true' EXIT
 
 cat > "$DIR/dialproof.toml" <<EOF
 [server]
@@ -80,8 +85,18 @@ run_sipp() { # name, extra args...
 run_sipp unleased -sf call.xml -s "+$START" -m "$CALLS"
 
 # 2. Leased: create one verification per number, then call each once.
-"$BIN" --config "$DIR/dialproof.toml" company create --name bench > /dev/null
-TOKEN=$("$BIN" --config "$DIR/dialproof.toml" key create --company 1 --label bench \
+COMPANY_JSON=$("$BIN" --config "$DIR/dialproof.toml" --json company create --name bench)
+COMPANY=$(sed -n 's/.*"id":\([0-9]*\).*/\1/p' <<< "$COMPANY_JSON")
+SECRET=$(sed -n 's/.*"webhook_secret":"\([^"]*\)".*/\1/p' <<< "$COMPANY_JSON")
+# The webhook receiver on loopback, verifying with the company's secret
+# (from the environment, not the command line); its URL is registered as a
+# development URL, so the service may send to it over plain http.
+DIALPROOF_WEBHOOK_SECRET="$SECRET" "$RECEIVER_BIN" --listen 127.0.0.1:0 > "$DIR/webhooks.txt" 2>&1 &
+RECEIVER=$!
+for _ in $(seq 100); do grep -q READY "$DIR/webhooks.txt" && break; sleep 0.1; done
+HOOK_BASE=$(sed -n 's/^READY //p' "$DIR/webhooks.txt")
+"$BIN" --config "$DIR/dialproof.toml" company dev-urls "$COMPANY" "$HOOK_BASE" > /dev/null
+TOKEN=$("$BIN" --config "$DIR/dialproof.toml" key create --company "$COMPANY" --label bench \
   | sed -n 's/.*token (shown once): //p')
 "$BIN" --config "$DIR/dialproof.toml" key set-limit "${TOKEN:9:8}" 100000 > /dev/null
 # One curl config block per create; `next` resets options, so every block
@@ -91,7 +106,7 @@ TOKEN=$("$BIN" --config "$DIR/dialproof.toml" key create --company 1 --label ben
     [ "$i" -gt 1 ] && echo next
     printf 'url = "https://%s/api/v1/verifications/"\n' "$HTTPS"
     printf 'header = "Authorization: Bearer %s"\nheader = "Content-Type: application/json"\n' "$TOKEN"
-    printf 'data = "{\\"phone\\":\\"+79123456789\\",\\"webhook_url\\":\\"https://93.184.216.34/hook\\",\\"ttl_seconds\\":600}"\n'
+    printf 'data = "{\\"phone\\":\\"+79123456789\\",\\"webhook_url\\":\\"%s/hook\\",\\"ttl_seconds\\":600}"\n' "$HOOK_BASE"
     printf 'cacert = "%s"\noutput = "/dev/null"\nwrite-out = "%%{http_code}\\n"\nsilent\n' "$DIR/data/tls/cert.pem"
   done
 } > "$DIR/creates.curl"
@@ -100,6 +115,9 @@ echo "created $CREATED of $LEASED verifications"
 { echo SEQUENTIAL; for i in $(seq 0 $((LEASED - 1))); do echo "+$((START + i))"; done; } > "$DIR/numbers.csv"
 run_sipp leased -sf call_csv.xml -inf numbers.csv -m "$LEASED"
 echo "completed by calls: $(grep -c 'call completed' "$DIR/stderr" || true) (logged at info; see counters below)"
+sleep 2 # the last webhooks
+echo "webhooks received: $(grep -c '^verification\.' "$DIR/webhooks.txt" || true)," \
+  "with a valid signature: $(grep -c ' valid$' "$DIR/webhooks.txt" || true)"
 kill -TERM "$SERVER"; wait "$SERVER" || true
 grep -o 'sip_invites=[^"]*' "$DIR/stderr" | tail -1
 grep -o 'completed [0-9]*' "$DIR/stderr" | tail -1

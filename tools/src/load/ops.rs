@@ -1,0 +1,418 @@
+//! What the load generator sends: the operation mix, the bytes of each
+//! request, and the verification ids that reads and cancels act on.
+//!
+//! Each event-loop thread owns a [`Planner`]; keys are used in turn, and
+//! each key remembers the ids it created (a key's company sees only its
+//! own verifications). A read takes a random remembered id; a cancel takes
+//! the oldest pending one that no call was placed to (so the mix also
+//! frees numbers), else repeats the cancel of one it already cancelled (a
+//! repeated cancel is safe and answers 200). A verification being called is
+//! never cancelled, so a cancel cannot race its call. With no id to use, a
+//! read or cancel becomes a create, counted as substituted.
+//!
+//! Not for: sockets or timing (see [`super::worker`]).
+
+use anyhow::{bail, Context, Result};
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// Ids remembered per key for reads.
+pub const KNOWN_IDS_MAX: usize = 1024;
+/// Pending ids remembered per key for cancels (older ones expire by TTL).
+pub const PENDING_IDS_MAX: usize = 4096;
+/// Cancelled ids remembered per key for repeated cancels.
+pub const CANCELLED_IDS_MAX: usize = 256;
+
+/// One kind of request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Op {
+    Create,
+    Read,
+    Cancel,
+    /// A plain GET of `--path` without a key (a probe of the HTTP layer).
+    Get,
+}
+
+impl Op {
+    pub const ALL: [Op; 4] = [Op::Create, Op::Read, Op::Cancel, Op::Get];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Op::Create => "create",
+            Op::Read => "read",
+            Op::Cancel => "cancel",
+            Op::Get => "get",
+        }
+    }
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// Whether an HTTP status is this operation's success.
+    pub fn is_success(self, status: u16) -> bool {
+        match self {
+            Op::Create => status == 201,
+            Op::Read | Op::Cancel => status == 200,
+            // A probe: any answer the server did not fail on.
+            Op::Get => status < 500,
+        }
+    }
+}
+
+/// Relative weights of the operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mix {
+    weights: [u32; 4],
+    total: u32,
+}
+
+impl Mix {
+    /// `create=1,read=8,cancel=1` (any subset; weights are integers).
+    pub fn parse(spec: &str) -> Result<Mix> {
+        let mut weights = [0u32; 4];
+        for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (name, weight) = part
+                .split_once('=')
+                .with_context(|| format!("mix entry {part:?} is not NAME=WEIGHT"))?;
+            let op = Op::ALL
+                .into_iter()
+                .find(|o| o.as_str() == name.trim())
+                .with_context(|| {
+                    format!("unknown operation {name:?} (create, read, cancel, get)")
+                })?;
+            let w: u32 = weight
+                .trim()
+                .parse()
+                .ok()
+                .filter(|w| *w <= 1_000_000)
+                .with_context(|| format!("weight {weight:?} is not an integer 0..=1000000"))?;
+            weights[op.index()] = w;
+        }
+        let total = weights.iter().sum();
+        if total == 0 {
+            bail!("the mix {spec:?} has no operation with a weight above 0");
+        }
+        Ok(Mix { weights, total })
+    }
+
+    /// The operation for a uniform random `r`.
+    pub fn pick(&self, r: u64) -> Op {
+        let mut x = (r % u64::from(self.total)) as u32;
+        for op in Op::ALL {
+            if x < self.weights[op.index()] {
+                return op;
+            }
+            x -= self.weights[op.index()];
+        }
+        Op::Get
+    }
+
+    pub fn weight(&self, op: Op) -> u32 {
+        self.weights[op.index()]
+    }
+
+    pub fn needs_keys(&self) -> bool {
+        [Op::Create, Op::Read, Op::Cancel]
+            .iter()
+            .any(|o| self.weight(*o) > 0)
+    }
+
+    pub fn has_create(&self) -> bool {
+        self.weight(Op::Create) > 0
+    }
+}
+
+/// xorshift64*: fast, good enough to pick operations and ids.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed | 1)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n.max(1) as u64) as usize
+    }
+}
+
+/// What every planner of a run shares.
+#[derive(Debug)]
+pub struct Shared {
+    pub mix: Mix,
+    /// `host[:port]` for the Host header.
+    pub host: String,
+    /// API tokens (may be empty when the mix is `get` only).
+    pub tokens: Vec<String>,
+    pub phone: String,
+    pub webhook_url: String,
+    pub ttl_seconds: u32,
+    pub get_path: String,
+}
+
+/// A request ready to send.
+#[derive(Debug)]
+pub struct Planned {
+    pub op: Op,
+    pub key: usize,
+    pub bytes: Vec<u8>,
+    /// A read or cancel that became a create for want of ids.
+    pub substituted: bool,
+}
+
+#[derive(Debug, Default)]
+struct Ids {
+    /// Pending and not called: the ones a cancel may end.
+    pending: VecDeque<String>,
+    known: Vec<String>,
+    known_next: usize,
+    cancelled: Vec<String>,
+    cancelled_next: usize,
+}
+
+/// Adds to a bounded ring: appends while there is room, else overwrites
+/// the oldest.
+fn remember(ring: &mut Vec<String>, next: &mut usize, max: usize, id: String) {
+    if ring.len() < max {
+        ring.push(id);
+    } else {
+        let slot = *next % max;
+        ring[slot] = id;
+        *next = slot + 1;
+    }
+}
+
+/// One thread's request source.
+#[derive(Debug)]
+pub struct Planner {
+    shared: Arc<Shared>,
+    ids: Vec<Ids>,
+    rng: Rng,
+    next_key: usize,
+    seq: u64,
+    thread: usize,
+    get_bytes: Vec<u8>,
+}
+
+impl Planner {
+    pub fn new(shared: Arc<Shared>, thread: usize, seed: u64) -> Planner {
+        let keys = shared.tokens.len();
+        let get_bytes = format!(
+            "GET {} HTTP/1.1\r\nHost: {}\r\n\r\n",
+            shared.get_path, shared.host
+        )
+        .into_bytes();
+        Planner {
+            ids: (0..keys).map(|_| Ids::default()).collect(),
+            rng: Rng::new(seed),
+            next_key: thread % keys.max(1),
+            seq: 0,
+            thread,
+            get_bytes,
+            shared,
+        }
+    }
+
+    /// The next request by the mix.
+    pub fn next_request(&mut self) -> Planned {
+        let op = self.shared.mix.pick(self.rng.next_u64());
+        if op == Op::Get || self.shared.tokens.is_empty() {
+            return Planned {
+                op: Op::Get,
+                key: 0,
+                bytes: self.get_bytes.clone(),
+                substituted: false,
+            };
+        }
+        let key = self.next_key;
+        self.next_key = (self.next_key + 1) % self.shared.tokens.len();
+        let id = match op {
+            Op::Read => self.known_id(key),
+            Op::Cancel => self.cancel_id(key),
+            _ => None,
+        };
+        match (op, id) {
+            (Op::Read, Some(id)) => self.item_request(Op::Read, key, "GET", &id, ""),
+            (Op::Cancel, Some(id)) => self.item_request(Op::Cancel, key, "POST", &id, "cancel/"),
+            (op, _) => {
+                let mut p = self.create_request(key);
+                p.substituted = op != Op::Create;
+                p
+            }
+        }
+    }
+
+    /// Remembers a created verification; `pending` ones may be cancelled.
+    pub fn created(&mut self, key: usize, id: String, pending: bool) {
+        let Some(ids) = self.ids.get_mut(key) else {
+            return;
+        };
+        if pending {
+            if ids.pending.len() >= PENDING_IDS_MAX {
+                ids.pending.pop_front();
+            }
+            ids.pending.push_back(id.clone());
+        }
+        remember(&mut ids.known, &mut ids.known_next, KNOWN_IDS_MAX, id);
+    }
+
+    /// True with probability `p` (0..=1).
+    pub fn chance(&mut self, p: f64) -> bool {
+        let unit = (self.rng.next_u64() >> 11) as f64 / ((1u64 << 53) as f64);
+        unit < p
+    }
+
+    fn known_id(&mut self, key: usize) -> Option<String> {
+        let n = self.ids[key].known.len();
+        (n > 0).then(|| self.ids[key].known[self.rng.below(n)].clone())
+    }
+
+    fn cancel_id(&mut self, key: usize) -> Option<String> {
+        let ids = &mut self.ids[key];
+        if let Some(id) = ids.pending.pop_front() {
+            let copy = id.clone();
+            remember(
+                &mut ids.cancelled,
+                &mut ids.cancelled_next,
+                CANCELLED_IDS_MAX,
+                copy,
+            );
+            return Some(id);
+        }
+        let n = ids.cancelled.len();
+        (n > 0).then(|| self.ids[key].cancelled[self.rng.below(n)].clone())
+    }
+
+    fn auth(&self, key: usize) -> &str {
+        &self.shared.tokens[key]
+    }
+
+    fn item_request(&self, op: Op, key: usize, method: &str, id: &str, tail: &str) -> Planned {
+        let length = if method == "POST" {
+            "Content-Length: 0\r\n"
+        } else {
+            ""
+        };
+        let bytes = format!(
+            "{method} /api/v1/verifications/{id}/{tail} HTTP/1.1\r\nHost: {}\r\n\
+             Authorization: Bearer {}\r\n{length}\r\n",
+            self.shared.host,
+            self.auth(key)
+        )
+        .into_bytes();
+        Planned {
+            op,
+            key,
+            bytes,
+            substituted: false,
+        }
+    }
+
+    fn create_request(&mut self, key: usize) -> Planned {
+        self.seq += 1;
+        let s = &self.shared;
+        let body = serde_json::json!({
+            "phone": s.phone,
+            "webhook_url": s.webhook_url,
+            "ttl_seconds": s.ttl_seconds,
+            "client_ref": format!("load-{}-{}", self.thread, self.seq),
+        })
+        .to_string();
+        let mut bytes = format!(
+            "POST /api/v1/verifications/ HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            s.host,
+            self.auth(key),
+            body.len()
+        )
+        .into_bytes();
+        bytes.extend_from_slice(body.as_bytes());
+        Planned {
+            op: Op::Create,
+            key,
+            bytes,
+            substituted: false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shared(mix: &str) -> Arc<Shared> {
+        Arc::new(Shared {
+            mix: Mix::parse(mix).unwrap(),
+            host: "127.0.0.1:8443".into(),
+            tokens: vec!["svc_live_aaaaaaaa_x".into(), "svc_live_bbbbbbbb_y".into()],
+            phone: "+79123456789".into(),
+            webhook_url: "http://127.0.0.1:9/hook".into(),
+            ttl_seconds: 60,
+            get_path: "/".into(),
+        })
+    }
+
+    #[test]
+    fn mix_parsing() {
+        let m = Mix::parse("create=2, read=7 ,cancel=1").unwrap();
+        assert_eq!(m.weight(Op::Read), 7);
+        assert!(m.needs_keys() && m.has_create());
+        assert!(!Mix::parse("get=1").unwrap().needs_keys());
+        for bad in ["", "create=0", "write=1", "create", "create=-1", "read=x"] {
+            assert!(Mix::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn picks_follow_the_weights() {
+        let m = Mix::parse("create=1,read=3").unwrap();
+        let mut rng = Rng::new(7);
+        let reads = (0..40_000)
+            .filter(|_| m.pick(rng.next_u64()) == Op::Read)
+            .count();
+        assert!((29_000..31_000).contains(&reads), "{reads}");
+    }
+
+    #[test]
+    fn reads_and_cancels_wait_for_ids_then_use_them() {
+        let mut p = Planner::new(shared("read=1,cancel=1"), 0, 1);
+        let first = p.next_request();
+        assert_eq!((first.op, first.substituted), (Op::Create, true));
+        let text = String::from_utf8(first.bytes).unwrap();
+        assert!(text.starts_with("POST /api/v1/verifications/ HTTP/1.1\r\n"));
+        assert!(text.contains("\"webhook_url\":\"http://127.0.0.1:9/hook\""));
+        p.created(0, "ver_A".into(), true);
+        p.created(1, "ver_B".into(), true);
+        for _ in 0..10 {
+            let n = p.next_request();
+            let text = String::from_utf8(n.bytes).unwrap();
+            assert!(!n.substituted, "{text}");
+            let id = if n.key == 0 { "ver_A" } else { "ver_B" };
+            match n.op {
+                Op::Read => assert!(
+                    text.starts_with(&format!("GET /api/v1/verifications/{id}/ HTTP/1.1\r\n"))
+                ),
+                Op::Cancel => assert!(text.starts_with(&format!(
+                    "POST /api/v1/verifications/{id}/cancel/ HTTP/1.1\r\n"
+                ))),
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn get_needs_no_key() {
+        let mut p = Planner::new(shared("get=1"), 1, 3);
+        let n = p.next_request();
+        assert_eq!(n.op, Op::Get);
+        assert_eq!(n.bytes, b"GET / HTTP/1.1\r\nHost: 127.0.0.1:8443\r\n\r\n");
+    }
+}
