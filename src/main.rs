@@ -11,6 +11,7 @@
 //! - `api/`: the public API's routes, authentication, key cache, rate
 //!   limiters, dashboard sessions;
 //! - `openapi/`: the schema and the explorer;
+//! - `ops/`: the operators' listener (metrics, health, readiness);
 //! - `sip/`: the SIP socket, lines, calls;
 //! - `webhooks/`: the outbox driver and the HTTP senders;
 //! - `cli/`: the operator commands.
@@ -19,6 +20,7 @@ mod api;
 mod cli;
 mod http;
 mod openapi;
+mod ops;
 mod runtime;
 mod sip;
 mod webhooks;

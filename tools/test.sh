@@ -27,11 +27,13 @@ if [ "${#need_pkgs[@]}" -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
 fi
 
-# Python tools for the OpenAPI tests, in a virtualenv of their own (pinned
+# Python tools for the OpenAPI tests and the metrics test (an independent
+# parser of the Prometheus exposition), in a virtualenv of their own (pinned
 # versions, so a new release cannot change what the tests check).
 PYENV="${DIALPROOF_PYENV:-target/pyenv}"
-if [ ! -x "$PYENV/bin/schemathesis" ] || [ ! -x "$PYENV/bin/openapi-spec-validator" ]; then
-  echo "== installing openapi-spec-validator and schemathesis into $PYENV"
+if [ ! -x "$PYENV/bin/schemathesis" ] || [ ! -x "$PYENV/bin/openapi-spec-validator" ] ||
+   ! "$PYENV/bin/python" -c 'import prometheus_client' 2>/dev/null; then
+  echo "== installing openapi-spec-validator, schemathesis and prometheus-client into $PYENV"
   if ! python3 -m venv "$PYENV" 2>/dev/null; then
     # Debian's own python3 keeps venv in a package of its own.
     echo "== installing python3-venv"
@@ -41,7 +43,8 @@ if [ ! -x "$PYENV/bin/schemathesis" ] || [ ! -x "$PYENV/bin/openapi-spec-validat
     rm -rf "$PYENV"
     python3 -m venv "$PYENV"
   fi
-  "$PYENV/bin/pip" install -q "openapi-spec-validator==0.7.2" "schemathesis==4.32.5"
+  "$PYENV/bin/pip" install -q "openapi-spec-validator==0.7.2" "schemathesis==4.32.5" \
+    "prometheus-client==0.21.1"
 fi
 DIALPROOF_PYENV="$(cd "$PYENV" && pwd)"
 export DIALPROOF_PYENV

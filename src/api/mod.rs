@@ -84,10 +84,32 @@ fn route_exact(path: &str) -> Option<Route<'_>> {
     segment_ok(id).then_some(Route::Cancel(id))
 }
 
-/// Entry point for every HTTPS request.
+/// Entry point for every HTTPS request: routes it and times it per route.
 pub fn handle(app: &App, req: &Request) -> Response {
     Metrics::inc(&app.metrics.http_requests);
-    match route(&req.path) {
+    let started = std::time::Instant::now();
+    let routed = route(&req.path);
+    let timed = route_index(&routed);
+    let response = dispatch(app, req, routed);
+    app.metrics.latency[timed].observe(started.elapsed());
+    response
+}
+
+/// The index in `Metrics::latency` (see `metrics::ROUTES`).
+fn route_index(routed: &Routed<'_>) -> usize {
+    match routed {
+        Routed::Api(Route::Collection) => 0,
+        Routed::Api(Route::Item(_)) => 1,
+        Routed::Api(Route::Cancel(_)) => 2,
+        Routed::Api(Route::Schema) => 3,
+        Routed::Login => 4,
+        Routed::Docs(_) => 5,
+        Routed::AddSlash | Routed::NotFound => 6,
+    }
+}
+
+fn dispatch(app: &App, req: &Request, routed: Routed<'_>) -> Response {
+    match routed {
         Routed::Api(r) => endpoint(app, req, r),
         Routed::AddSlash => {
             let mut location = format!("{}/", req.path);

@@ -20,6 +20,13 @@ use parking_lot::RwLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+/// Readiness beyond storage, set by the start sequence (`/readyz`).
+#[derive(Default)]
+pub struct Readiness {
+    pub recovered: AtomicBool,
+    pub listening: AtomicBool,
+}
+
 pub struct App {
     pub store: Store,
     pub leases: Leases,
@@ -40,6 +47,7 @@ pub struct App {
     /// Each SIP line's up/down state and resolved settings.
     pub sip_lines: crate::sip::state::LineStates,
     pub sip_stats: crate::sip::state::SipStats,
+    pub readiness: Readiness,
 }
 
 impl App {

@@ -82,6 +82,9 @@ pub struct ServerConfig {
     pub public_https_port: Option<u16>,
     /// Worker threads for the HTTP and SIP coroutines (default: one per core).
     pub workers: Option<usize>,
+    /// The operators' listener (plain HTTP: `/metrics`, `/healthz`,
+    /// `/readyz`); off unless set. Keep it on loopback or a private network.
+    pub ops_listen: Option<SocketAddr>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

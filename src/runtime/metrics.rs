@@ -1,14 +1,65 @@
-//! Counters at every stage of the flow, read by logs now and by the
-//! Prometheus endpoint later.
+//! Counters and latency histograms at every stage of the flow, read by the
+//! shutdown log and the ops listener's `/metrics` (`crate::ops`).
 //!
 //! Plain relaxed atomics: a counter increment must never cost a lock on the
-//! request path. Not for: exposition formats.
+//! request path. Not for: exposition formats (`crate::ops::exposition`).
 
 use dialproof_engine::verification::Status;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// Upper bounds of the latency buckets, in seconds.
+pub const LATENCY_BUCKETS_SECONDS: [f64; 12] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 10.0,
+];
+
+/// A latency histogram with fixed buckets ([`LATENCY_BUCKETS_SECONDS`]).
+#[derive(Default)]
+pub struct Histogram {
+    /// Observations at or below each bound (not cumulative; the exposition
+    /// adds them up), and the ones above every bound.
+    buckets: [AtomicU64; LATENCY_BUCKETS_SECONDS.len() + 1],
+    sum_micros: AtomicU64,
+}
+
+impl Histogram {
+    pub fn observe(&self, elapsed: std::time::Duration) {
+        let seconds = elapsed.as_secs_f64();
+        let i = LATENCY_BUCKETS_SECONDS
+            .iter()
+            .position(|b| seconds <= *b)
+            .unwrap_or(LATENCY_BUCKETS_SECONDS.len());
+        self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+        self.sum_micros.fetch_add(micros, Ordering::Relaxed);
+    }
+
+    /// Cumulative counts per bound (the last is `+Inf`, the total) and the
+    /// sum in seconds.
+    pub fn snapshot(&self) -> (Vec<u64>, f64) {
+        let mut total = 0;
+        let counts = self
+            .buckets
+            .iter()
+            .map(|b| {
+                total += b.load(Ordering::Relaxed);
+                total
+            })
+            .collect();
+        let sum = self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
+        (counts, sum)
+    }
+}
+
+/// The API routes timed separately.
+pub const ROUTES: [&str; 7] = [
+    "create", "read", "cancel", "schema", "login", "docs", "other",
+];
+
 #[derive(Default)]
 pub struct Metrics {
+    /// Request latency per route of [`ROUTES`], from the parsed request to
+    /// the response handed to the connection.
+    pub latency: [Histogram; ROUTES.len()],
     pub http_requests: AtomicU64,
     pub creates_ok: AtomicU64,
     pub creates_rejected_no_number: AtomicU64,

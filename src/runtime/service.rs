@@ -92,13 +92,32 @@ pub fn run(config_path: Option<PathBuf>) -> Result<()> {
         webhooks: webhook_waker,
         sip_lines: Default::default(),
         sip_stats: Default::default(),
+        readiness: Default::default(),
     });
+    // First, so /healthz answers and /readyz says why not during a long
+    // recovery.
+    let ops_addr = match config.server.ops_listen {
+        Some(addr) => {
+            let ops_app = app.clone();
+            Some(
+                listener::spawn_plain(
+                    addr,
+                    http::Limits::default(),
+                    Arc::new(move |req| crate::ops::handle(&ops_app, req)),
+                    stop.clone(),
+                )
+                .with_context(|| format!("binding the ops listener on {addr}"))?,
+            )
+        }
+        None => None,
+    };
     // Before recovery: its expiries' commits release numbers and wake the
     // webhook driver through the consumer like any other commit.
     let consumer = crate::runtime::commits::spawn(app.clone(), commits)?;
     // Also starts the expiry thread, and returns once what expired while
     // the service was down is expired.
     recover(&app)?;
+    app.readiness.recovered.store(true, Ordering::Release);
     // After recovery, whose expiries queued their wakes: the driver's first
     // poll also finds every delivery that was due while the service was down.
     crate::webhooks::spawn(app.clone(), webhook_wakes)?;
@@ -144,7 +163,8 @@ pub fn run(config_path: Option<PathBuf>) -> Result<()> {
     signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())?;
     signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
 
-    tracing::info!(%https, http = ?http_addr, workers, numbers = numbers_total,
+    let http_shown = http_addr.map_or_else(|| "off".to_owned(), |a| a.to_string());
+    tracing::info!(%https, http = %http_shown, workers, numbers = numbers_total,
         database = %config.database_path().display(), "dialproof ready");
     // Machine-readable readiness line on stdout (tests and scripts wait for
     // it; with port 0 in the config it is the only way to learn the ports).
@@ -155,6 +175,10 @@ pub fn run(config_path: Option<PathBuf>) -> Result<()> {
     if let Some(s) = &sip {
         ready.push_str(&format!(" sip={}", s.addr));
     }
+    if let Some(o) = ops_addr {
+        ready.push_str(&format!(" ops={o}"));
+    }
+    app.readiness.listening.store(true, Ordering::Release);
     let mut out = std::io::stdout().lock();
     writeln!(out, "{ready}")?;
     out.flush()?;

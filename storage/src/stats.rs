@@ -17,6 +17,9 @@ pub(crate) struct Counters {
     pub(crate) ops_committed: AtomicU64,
     pub(crate) ops_failed: AtomicU64,
     pub(crate) checkpoints: AtomicU64,
+    /// Whether the writer's latest transaction failed as a whole (readiness:
+    /// the store is not taking writes right now).
+    pub(crate) last_batch_failed: std::sync::atomic::AtomicBool,
     /// Committed batches handed to the commit consumer and not yet taken by
     /// it, as last seen by the writer (see `committed`).
     pub(crate) committed_batches_queued: AtomicU64,
@@ -35,6 +38,8 @@ pub struct StoreStats {
     pub ops_failed: u64,
     /// WAL checkpoints run by the writer.
     pub checkpoints: u64,
+    /// Whether the writer's latest transaction failed as a whole.
+    pub last_batch_failed: bool,
     /// Ops waiting in the write queue right now.
     pub write_queue_len: usize,
     /// Jobs waiting in the read queue right now.

@@ -293,6 +293,7 @@ impl Store {
         StoreStats {
             batches_committed: s.batches_committed.load(Ordering::Relaxed),
             batches_failed: s.batches_failed.load(Ordering::Relaxed),
+            last_batch_failed: s.last_batch_failed.load(Ordering::Relaxed),
             ops_committed: s.ops_committed.load(Ordering::Relaxed),
             ops_failed: s.ops_failed.load(Ordering::Relaxed),
             checkpoints: s.checkpoints.load(Ordering::Relaxed),

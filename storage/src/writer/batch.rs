@@ -79,6 +79,9 @@ pub(super) fn run_batch(conn: &Connection, ctx: &BatchContext, batch: &mut Vec<W
 
 fn count(counters: &Counters, committed: bool, replies: &[HeldReply]) {
     let ops = replies.len() as u64;
+    counters
+        .last_batch_failed
+        .store(!committed, Ordering::Relaxed);
     if committed {
         let ok = replies.iter().filter(|r| r.is_ok()).count() as u64;
         counters.batches_committed.fetch_add(1, Ordering::Relaxed);

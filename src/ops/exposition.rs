@@ -1,0 +1,298 @@
+//! The Prometheus text exposition (format 0.0.4) of the service's figures.
+//!
+//! Names follow the Prometheus conventions: a `dialproof_` prefix, base
+//! units (`_seconds`, `_bytes`), `_total` on counters. Everything is read
+//! from atomics and snapshots at scrape time, so a scrape costs the request
+//! path nothing.
+//!
+//! Not for: counting (`crate::runtime::metrics`, `crate::sip::state`,
+//! `dialproof_storage::StoreStats`).
+
+use crate::runtime::app::App;
+use crate::runtime::metrics::{Histogram, LATENCY_BUCKETS_SECONDS, ROUTES};
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The whole exposition.
+pub fn render(app: &App) -> String {
+    let mut out = String::with_capacity(8 * 1024);
+    numbers(&mut out, app);
+    api(&mut out, app);
+    sip(&mut out, app);
+    storage(&mut out, app);
+    process(&mut out);
+    out
+}
+
+fn header(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+fn sample(out: &mut String, name: &str, labels: &str, value: impl std::fmt::Display) {
+    if labels.is_empty() {
+        let _ = writeln!(out, "{name} {value}");
+    } else {
+        let _ = writeln!(out, "{name}{{{labels}}} {value}");
+    }
+}
+
+fn get(c: &AtomicU64) -> u64 {
+    c.load(Ordering::Relaxed)
+}
+
+/// Free, leased and withheld numbers per pool and sub-pool.
+fn numbers(out: &mut String, app: &App) {
+    let name = "dialproof_numbers";
+    header(out, name, "gauge", "Configured dial numbers by state.");
+    for s in app.leases.with_table(|t| t.stats()) {
+        let sub_pool = match s.dedicated_to {
+            None => "shared".to_owned(),
+            Some(company) => format!("company-{company}"),
+        };
+        let free = s.issuable.saturating_sub(s.leased.min(s.issuable));
+        let withheld = s.total.saturating_sub(s.issuable);
+        for (state, n) in [("free", free), ("leased", s.leased), ("withheld", withheld)] {
+            let labels = format!(
+                "pool=\"{}\",sub_pool=\"{sub_pool}\",state=\"{state}\"",
+                s.pool.as_str()
+            );
+            sample(out, name, &labels, n);
+        }
+    }
+}
+
+fn api(out: &mut String, app: &App) {
+    let m = &app.metrics;
+    header(
+        out,
+        "dialproof_http_requests_total",
+        "counter",
+        "HTTPS requests read.",
+    );
+    sample(
+        out,
+        "dialproof_http_requests_total",
+        "",
+        get(&m.http_requests),
+    );
+    let name = "dialproof_creates_total";
+    header(out, name, "counter", "Create requests by outcome.");
+    for (outcome, c) in [
+        ("created", &m.creates_ok),
+        ("invalid", &m.creates_invalid),
+        ("no_number", &m.creates_rejected_no_number),
+    ] {
+        sample(out, name, &format!("outcome=\"{outcome}\""), get(c));
+    }
+    for (name, help, c) in [
+        (
+            "dialproof_throttled_total",
+            "Requests answered 429.",
+            &m.throttled,
+        ),
+        (
+            "dialproof_auth_failures_total",
+            "Requests answered 401.",
+            &m.auth_failures,
+        ),
+        (
+            "dialproof_storage_errors_total",
+            "Requests answered 500 for storage.",
+            &m.storage_errors,
+        ),
+    ] {
+        header(out, name, "counter", help);
+        sample(out, name, "", get(c));
+    }
+    let name = "dialproof_verifications_ended_total";
+    header(
+        out,
+        name,
+        "counter",
+        "Verifications that left pending, by status.",
+    );
+    for (status, c) in [
+        ("completed", &m.completed),
+        ("expired", &m.expired),
+        ("failed", &m.failed),
+    ] {
+        sample(out, name, &format!("status=\"{status}\""), get(c));
+    }
+    let name = "dialproof_request_duration_seconds";
+    header(
+        out,
+        name,
+        "histogram",
+        "HTTPS request handling time by route.",
+    );
+    for (route, h) in ROUTES.iter().zip(m.latency.iter()) {
+        histogram(out, name, &format!("route=\"{route}\""), h);
+    }
+}
+
+fn histogram(out: &mut String, name: &str, labels: &str, h: &Histogram) {
+    let (counts, sum) = h.snapshot();
+    for (i, count) in counts.iter().enumerate() {
+        let le = LATENCY_BUCKETS_SECONDS
+            .get(i)
+            .map_or("+Inf".to_owned(), |b| b.to_string());
+        sample(
+            out,
+            &format!("{name}_bucket"),
+            &format!("{labels},le=\"{le}\""),
+            count,
+        );
+    }
+    sample(out, &format!("{name}_sum"), labels, sum);
+    let total = counts.last().copied().unwrap_or(0);
+    sample(out, &format!("{name}_count"), labels, total);
+}
+
+fn sip(out: &mut String, app: &App) {
+    let s = &app.sip_stats;
+    header(
+        out,
+        "dialproof_sip_invites_total",
+        "counter",
+        "INVITEs that started a transaction.",
+    );
+    sample(out, "dialproof_sip_invites_total", "", get(&s.invites));
+    let name = "dialproof_sip_calls_total";
+    header(out, name, "counter", "INVITEs by outcome.");
+    for (outcome, c) in [
+        ("completed", &s.completed),
+        ("untrusted_source", &s.rejected_untrusted_source),
+        ("unknown_number", &s.rejected_unknown_number),
+        ("no_lease", &s.rejected_no_lease),
+        ("withheld", &s.rejected_withheld),
+        ("cancelled", &s.cancelled),
+    ] {
+        sample(out, name, &format!("outcome=\"{outcome}\""), get(c));
+    }
+    let name = "dialproof_sip_datagrams_dropped_total";
+    header(out, name, "counter", "Datagrams dropped, by reason.");
+    for (reason, c) in [("malformed", &s.malformed), ("overloaded", &s.overloaded)] {
+        sample(out, name, &format!("reason=\"{reason}\""), get(c));
+    }
+    let name = "dialproof_sip_line_up";
+    header(
+        out,
+        name,
+        "gauge",
+        "1 while a line is registered or answering pings.",
+    );
+    let mut lines: Vec<(String, bool)> = app.sip_lines.snapshot().into_iter().collect();
+    lines.sort();
+    for (line, up) in lines {
+        sample(
+            out,
+            name,
+            &format!("line=\"{}\"", escape(&line)),
+            u8::from(up),
+        );
+    }
+}
+
+fn storage(out: &mut String, app: &App) {
+    let s = app.store.stats();
+    let name = "dialproof_storage_batches_total";
+    header(
+        out,
+        name,
+        "counter",
+        "Writer transactions (group commits) by outcome.",
+    );
+    sample(out, name, "outcome=\"committed\"", s.batches_committed);
+    sample(out, name, "outcome=\"failed\"", s.batches_failed);
+    let name = "dialproof_storage_ops_total";
+    header(out, name, "counter", "Write operations by outcome.");
+    sample(out, name, "outcome=\"committed\"", s.ops_committed);
+    sample(out, name, "outcome=\"failed\"", s.ops_failed);
+    let (queued, in_flight) = app.expiries.counts();
+    for (name, help, v) in [
+        (
+            "dialproof_storage_checkpoints_total",
+            "WAL checkpoints run by the writer.",
+            s.checkpoints,
+        ),
+        (
+            "dialproof_storage_write_queue",
+            "Operations waiting for the writer.",
+            s.write_queue_len as u64,
+        ),
+        (
+            "dialproof_storage_read_queue",
+            "Jobs waiting for a reader.",
+            s.read_queue_len as u64,
+        ),
+        (
+            "dialproof_storage_commit_events_queued",
+            "Committed batches the commit consumer has not taken.",
+            s.committed_batches_queued,
+        ),
+        (
+            "dialproof_expiries_scheduled",
+            "Pending verifications whose expiry is scheduled.",
+            queued as u64,
+        ),
+        (
+            "dialproof_expiries_in_flight",
+            "Expiries submitted to the writer, unanswered.",
+            in_flight as u64,
+        ),
+    ] {
+        let kind = if name.ends_with("_total") {
+            "counter"
+        } else {
+            "gauge"
+        };
+        header(out, name, kind, help);
+        sample(out, name, "", v);
+    }
+    let wal = app.config.read().database_path().with_extension("db-wal");
+    let name = "dialproof_storage_wal_bytes";
+    header(out, name, "gauge", "Size of the SQLite write-ahead log.");
+    sample(out, name, "", std::fs::metadata(wal).map_or(0, |m| m.len()));
+}
+
+/// The standard process figures, from /proc (Linux).
+fn process(out: &mut String) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let fds = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count());
+    for (name, help, v) in [
+        (
+            "process_resident_memory_bytes",
+            "Resident memory size in bytes.",
+            field("VmRSS:") * 1024,
+        ),
+        (
+            "process_open_fds",
+            "Number of open file descriptors.",
+            fds as u64,
+        ),
+        (
+            "process_threads",
+            "Number of OS threads.",
+            field("Threads:"),
+        ),
+    ] {
+        header(out, name, "gauge", help);
+        sample(out, name, "", v);
+    }
+}
+
+/// A label value as the exposition format quotes it.
+fn escape(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}

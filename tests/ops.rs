@@ -1,0 +1,199 @@
+//! The operators' listener: `/metrics` in the Prometheus text format (read
+//! back by an independent parser, Python's `prometheus_client`), `/healthz`
+//! and `/readyz`, on its own plain-HTTP address.
+
+mod common;
+
+use common::*;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::process::Command;
+
+/// A server with `ops_listen` on an ephemeral loopback port, and its address.
+fn start(extra: &str) -> (Server, SocketAddr) {
+    let mut server = Server::prepare(extra);
+    let config = std::fs::read_to_string(&server.config_path).expect("config");
+    let config = config.replacen(
+        "workers = 2\n",
+        "workers = 2\nops_listen = \"127.0.0.1:0\"\n",
+        1,
+    );
+    std::fs::write(&server.config_path, config).expect("config");
+    server.launch();
+    let logs = server.logs();
+    let ops = logs
+        .lines()
+        .find(|l| l.starts_with("[stdout] READY "))
+        .and_then(|l| l.split_whitespace().find_map(|p| p.strip_prefix("ops=")))
+        .unwrap_or_else(|| panic!("no ops= in READY:\n{logs}"))
+        .parse()
+        .expect("ops address");
+    (server, ops)
+}
+
+/// A plain GET; returns status and body.
+fn get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: ops\r\nConnection: close\r\n\r\n"
+    )
+    .expect("send");
+    let mut text = String::new();
+    s.read_to_string(&mut text).expect("read");
+    let status = text[9..12].parse().expect("status");
+    let body = text
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_owned();
+    (status, body)
+}
+
+fn python() -> PathBuf {
+    let root = std::env::var_os("DIALPROOF_PYENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/pyenv"));
+    let bin = root.join("bin/python");
+    assert!(
+        bin.exists(),
+        "{} missing: run tools/test.sh once",
+        bin.display()
+    );
+    bin
+}
+
+/// Parses the exposition with prometheus_client and prints
+/// `name{labels} value` per sample, sorted, so the test reads what an
+/// independent scraper reads.
+fn parse_independently(text: &str) -> Vec<String> {
+    let script =
+        "import sys\nfrom prometheus_client.parser import text_string_to_metric_families\n\
+        for fam in text_string_to_metric_families(sys.stdin.read()):\n\
+        \x20   for s in fam.samples:\n\
+        \x20       labels = ','.join(f'{k}={v}' for k, v in sorted(s.labels.items()))\n\
+        \x20       print(f'{fam.type} {s.name}{{{labels}}} {s.value}')\n";
+    let mut child = Command::new(python())
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().expect("python output");
+    assert!(
+        out.status.success(),
+        "parser refused the exposition: {}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+fn value(samples: &[String], prefix: &str) -> f64 {
+    let line = samples
+        .iter()
+        .find(|l| l.contains(prefix))
+        .unwrap_or_else(|| panic!("no sample {prefix}:\n{}", samples.join("\n")));
+    line.rsplit(' ').next().unwrap().parse().expect("value")
+}
+
+#[test]
+fn metrics_parse_and_count_what_happened() {
+    let (server, ops) = start(&pools(3, 0));
+    let token = server.new_client("Acme");
+    let v = server.create_ok(&token, &body(RU_PHONE));
+    let id = v["verification_id"].as_str().unwrap();
+    assert_eq!(server.get(&token, id).status, 200);
+    assert_eq!(server.cancel(&token, id).status, 200);
+    let bad = server.create(&token, &serde_json::json!({"phone": "x"}));
+    assert_eq!(bad.status, 400);
+
+    let (status, text) = get(ops, "/metrics");
+    assert_eq!(status, 200);
+    let samples = parse_independently(&text);
+    assert_eq!(
+        value(&samples, "dialproof_creates_total{outcome=created}"),
+        1.0
+    );
+    assert_eq!(
+        value(&samples, "dialproof_creates_total{outcome=invalid}"),
+        1.0
+    );
+    assert_eq!(
+        value(
+            &samples,
+            "dialproof_request_duration_seconds_count{route=create}"
+        ),
+        2.0
+    );
+    assert_eq!(
+        value(
+            &samples,
+            "dialproof_request_duration_seconds_count{route=read}"
+        ),
+        1.0
+    );
+    assert!(samples
+        .iter()
+        .any(|l| l.starts_with("histogram dialproof_request_duration_seconds_bucket")));
+    // The cancel's release happens in the commit consumer: wait for it.
+    let free = poll(std::time::Duration::from_secs(5), || {
+        let samples = parse_independently(&get(ops, "/metrics").1);
+        let free = value(
+            &samples,
+            "dialproof_numbers{pool=domestic,state=free,sub_pool=shared}",
+        );
+        let ended = value(
+            &samples,
+            "dialproof_verifications_ended_total{status=expired}",
+        );
+        (free == 3.0 && ended == 1.0).then_some(free)
+    });
+    assert!(free.is_some(), "{}", get(ops, "/metrics").1);
+    assert!(value(&samples, "process_resident_memory_bytes") > 0.0);
+    assert!(
+        value(
+            &samples,
+            "dialproof_storage_batches_total{outcome=committed}"
+        ) >= 1.0
+    );
+}
+
+#[test]
+fn health_and_readiness() {
+    let (mut server, ops) = start(&pools(1, 0));
+    assert_eq!(get(ops, "/healthz"), (200, "ok\n".to_owned()));
+    assert_eq!(get(ops, "/readyz"), (200, "ready\n".to_owned()));
+    assert_eq!(get(ops, "/nope").0, 404);
+    // Storage that fails every write: not ready, and the body says why.
+    server.stop();
+    server.set_env("DIALPROOF_FAILPOINTS", "writer.begin=error");
+    server.restart();
+    let ops = {
+        let logs = server.logs();
+        logs.lines()
+            .rev()
+            .find(|l| l.starts_with("[stdout] READY "))
+            .and_then(|l| l.split_whitespace().find_map(|p| p.strip_prefix("ops=")))
+            .expect("ops")
+            .parse()
+            .expect("addr")
+    };
+    let token = server.new_client("Acme");
+    assert_eq!(server.create(&token, &body(RU_PHONE)).status, 500);
+    assert_eq!(get(ops, "/healthz").0, 200);
+    assert_eq!(
+        get(ops, "/readyz"),
+        (503, "not ready: storage is failing writes\n".to_owned())
+    );
+}
