@@ -3,7 +3,7 @@
 //! Everything that decides something lives here: which number to lease, how a
 //! verification moves between states, whether a key is over its rate limit,
 //! whether a create request is valid, how a webhook is signed and when it is
-//! retried, and the SIP edge: parsing, caller numbers, the server INVITE
+//! retried, which webhook URLs are development URLs ([`dev_urls`]), and the SIP edge: parsing, caller numbers, the server INVITE
 //! transaction and the registration client ([`sip`]). Nothing here reads a clock, touches a socket, a file or SQLite:
 //! time comes in as an argument ([`time::UnixMillis`]) and randomness as
 //! bytes, so tests can run a day of TTLs in a millisecond and replay a seeded
@@ -14,6 +14,7 @@
 #![forbid(unsafe_code)]
 
 pub mod apikey;
+pub mod dev_urls;
 pub mod expiry;
 pub mod ids;
 pub mod lease;

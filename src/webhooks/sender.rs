@@ -18,9 +18,9 @@
 
 use super::vetting::VettingResolver;
 use super::Internal;
-use crate::api::webhook_guard::is_dev_url;
 use crate::app::App;
 use crossbeam_channel::{Receiver, Sender};
+use dialproof_engine::dev_urls::Policy;
 use dialproof_engine::ssrf;
 use dialproof_engine::time::UnixMillis;
 use dialproof_engine::webhook::signature_header;
@@ -234,19 +234,13 @@ fn exchange(agents: &Agents, job: &Job, now: UnixMillis) -> Exchange {
     let url = job.delivery.url.as_str();
     // Judged at delivery, with the company's list as it is now: removing a
     // development URL stops plain-http and private deliveries at once.
-    let development = job
-        .company
-        .dev_webhook_urls
-        .iter()
-        .any(|d| is_dev_url(d, url));
+    let policy = Policy::for_url(&job.company.dev_webhook_urls, url);
     let target = match ssrf::precheck(url) {
         Ok(t) => t,
         Err(message) => return refused(message),
     };
-    if target.scheme != "https" && !development {
-        return refused(format!(
-            "webhook_url must use https; http is allowed only for a development URL (got {url})"
-        ));
+    if let Err(message) = policy.check_scheme(&target.scheme, url) {
+        return refused(message);
     }
     // The WHATWG form of the URL, so ureq sees the host the check saw
     // (`http://0x7f.1/` is `http://127.0.0.1/`).
@@ -254,10 +248,10 @@ fn exchange(agents: &Agents, job: &Job, now: UnixMillis) -> Exchange {
         Ok(u) => u.to_string(),
         Err(e) => return refused(format!("webhook_url does not parse: {e}")),
     };
-    let agent = if development {
-        &agents.development
-    } else {
+    let agent = if policy.checks_addresses() {
         &agents.strict
+    } else {
+        &agents.development
     };
     let body = job.delivery.payload.as_bytes();
     let signature = signature_header(
