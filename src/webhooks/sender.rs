@@ -13,8 +13,9 @@
 //! pool of such threads means one slow receiver holds one thread, not the
 //! others' deliveries.
 //!
-//! Not for: choosing what to send or when (the driver), deciding outcomes
-//! (the engine), or following redirects (never: a 3xx is a failed attempt).
+//! Not for: choosing what to send or when (the engine's scheduler, run by
+//! the driver), deciding outcomes (the engine), or following redirects
+//! (never: a 3xx is a failed attempt).
 
 use super::vetting::VettingResolver;
 use super::Internal;
@@ -54,8 +55,6 @@ pub struct Job {
     pub company: CompanyRow,
     /// 1-based.
     pub attempt_no: u32,
-    /// The receiver, for the driver's per-receiver limit.
-    pub host_key: String,
 }
 
 /// The two agents every sender shares: ureq agents are thread-safe and
@@ -184,13 +183,12 @@ fn attempt(app: &App, agents: &Agents, schedule: &Schedule, job: Job, done: &Sen
     };
     let report = {
         let done = done.clone();
-        let (delivery_id, host_key) = (job.delivery.id, job.host_key.clone());
+        let delivery_id = job.delivery.id;
         move |result: Result<(), String>| {
             // Unbounded channel: the writer thread never waits here. Its
             // length is bounded by the attempts in flight (IN_FLIGHT_MAX).
             let _ = done.send(Internal::Recorded {
                 delivery_id,
-                host_key,
                 next,
                 result,
             });
