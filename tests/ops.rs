@@ -21,15 +21,29 @@ fn start(extra: &str) -> (Server, SocketAddr) {
     );
     std::fs::write(&server.config_path, config).expect("config");
     server.launch();
-    let logs = server.logs();
-    let ops = logs
-        .lines()
-        .find(|l| l.starts_with("[stdout] READY "))
-        .and_then(|l| l.split_whitespace().find_map(|p| p.strip_prefix("ops=")))
-        .unwrap_or_else(|| panic!("no ops= in READY:\n{logs}"))
-        .parse()
-        .expect("ops address");
+    let ops = ops_address(&server, 1);
     (server, ops)
+}
+
+/// The `ops=` address of the `nth` READY line (the harness learns of the
+/// line before it is in the logs, so wait for it).
+fn ops_address(server: &Server, nth: usize) -> SocketAddr {
+    let ready = poll(std::time::Duration::from_secs(5), || {
+        let logs = server.logs();
+        let line = logs
+            .lines()
+            .filter(|l| l.starts_with("[stdout] READY "))
+            .nth(nth - 1)?
+            .to_owned();
+        Some(line)
+    })
+    .unwrap_or_else(|| panic!("no READY line {nth}:\n{}", server.logs()));
+    ready
+        .split_whitespace()
+        .find_map(|p| p.strip_prefix("ops="))
+        .unwrap_or_else(|| panic!("no ops= in {ready}"))
+        .parse()
+        .expect("ops address")
 }
 
 /// A plain GET; returns status and body.
@@ -179,16 +193,7 @@ fn health_and_readiness() {
     server.stop();
     server.set_env("DIALPROOF_FAILPOINTS", "writer.begin=error");
     server.restart();
-    let ops = {
-        let logs = server.logs();
-        logs.lines()
-            .rev()
-            .find(|l| l.starts_with("[stdout] READY "))
-            .and_then(|l| l.split_whitespace().find_map(|p| p.strip_prefix("ops=")))
-            .expect("ops")
-            .parse()
-            .expect("addr")
-    };
+    let ops = ops_address(&server, 2);
     let token = server.new_client("Acme");
     assert_eq!(server.create(&token, &body(RU_PHONE)).status, 500);
     assert_eq!(get(ops, "/healthz").0, 200);

@@ -2,18 +2,21 @@
 //!
 //! Everything that decides something lives here: which number to lease, how a
 //! verification moves between states, whether a key is over its rate limit,
-//! whether a create request is valid, how a webhook is signed and when it is
-//! retried, and the SIP edge: parsing, caller numbers, the server INVITE
-//! transaction and the registration client ([`sip`]). Nothing here reads a clock, touches a socket, a file or SQLite:
-//! time comes in as an argument ([`time::UnixMillis`]) and randomness as
-//! bytes, so tests can run a day of TTLs in a millisecond and replay a seeded
-//! run exactly.
+//! whether a create request is valid, how a webhook is signed, when it is
+//! retried and which delivery goes out next ([`webhook_schedule`]), which
+//! webhook URLs are development URLs ([`dev_urls`]), and the SIP edge:
+//! parsing, caller numbers, the server INVITE transaction and the
+//! registration client ([`sip`]). Nothing here reads a clock, touches a
+//! socket, a file or SQLite: time comes in as an argument
+//! ([`time::UnixMillis`]) and randomness as bytes, so tests can run a day of
+//! TTLs in a millisecond and replay a seeded run exactly.
 //!
 //! What this crate is not for: persistence (see `dialproof-storage`), and any
 //! network or thread handling (the `dialproof` binary is the only IO layer).
 #![forbid(unsafe_code)]
 
 pub mod apikey;
+pub mod dev_urls;
 pub mod expiry;
 pub mod ids;
 pub mod lease;
@@ -26,6 +29,7 @@ pub mod validate;
 pub mod verification;
 pub mod webhook;
 pub mod webhook_retry;
+pub mod webhook_schedule;
 
 /// A company's row id. Every resource is scoped to one company.
 pub type CompanyId = i64;

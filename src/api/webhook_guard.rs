@@ -3,20 +3,23 @@
 //! ranges. A company's development URLs (an operator setting) skip the
 //! address check, so a developer can point webhooks at a local receiver.
 //!
-//! Not for: the range tables (`dialproof_engine::ssrf`) or the check at
-//! delivery time (the webhook sender repeats it).
+//! Not for: the range tables (`dialproof_engine::ssrf`), which URLs are
+//! development URLs (`dialproof_engine::dev_urls`) or the check at delivery
+//! time (the webhook sender repeats it).
 
 use crate::runtime::app::App;
+use dialproof_engine::dev_urls::Policy;
 use dialproof_engine::ssrf::{self, Host};
 use dialproof_storage::CompanyRow;
 
 /// `Ok` if the URL may receive webhooks, else the spec's English message.
 pub fn check(app: &App, company: Option<&CompanyRow>, url: &str) -> Result<(), String> {
     let target = ssrf::precheck(url)?;
-    if let Some(c) = company {
-        if c.dev_webhook_urls.iter().any(|dev| is_dev_url(dev, url)) {
-            return Ok(());
-        }
+    let policy = company.map_or(Policy::Strict, |c| {
+        Policy::for_url(&c.dev_webhook_urls, url)
+    });
+    if !policy.checks_addresses() {
+        return Ok(());
     }
     let addresses = match &target.host {
         Host::Ip(ip) => vec![*ip],
@@ -31,46 +34,4 @@ pub fn check(app: &App, company: Option<&CompanyRow>, url: &str) -> Result<(), S
         }
     }
     Ok(())
-}
-
-/// A development URL entry matches the URL itself or anything below it
-/// (`http://localhost:9000/hooks` covers `http://localhost:9000/hooks/a`),
-/// never a mere string prefix of the host (`http://localhost:90` does not
-/// cover `http://localhost:9000/`).
-pub fn is_dev_url(dev: &str, url: &str) -> bool {
-    if dev.is_empty() {
-        return false;
-    }
-    match url.strip_prefix(dev) {
-        Some("") => true,
-        Some(rest) => dev.ends_with('/') || rest.starts_with(['/', '?', '#']),
-        None => false,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::is_dev_url;
-
-    #[test]
-    fn dev_urls_match_by_path_boundary() {
-        assert!(is_dev_url(
-            "http://localhost:9000",
-            "http://localhost:9000/x"
-        ));
-        assert!(is_dev_url(
-            "http://localhost:9000/",
-            "http://localhost:9000/x"
-        ));
-        assert!(is_dev_url(
-            "http://localhost:9000/h",
-            "http://localhost:9000/h"
-        ));
-        assert!(!is_dev_url("http://localhost:90", "http://localhost:9000/"));
-        assert!(!is_dev_url(
-            "http://localhost:9000/h",
-            "http://localhost:9000/hx"
-        ));
-        assert!(!is_dev_url("", "http://localhost/"));
-    }
 }

@@ -12,13 +12,18 @@
 //! verification).
 //!
 //! Limits: [`SEND_QUEUE_MAX`] queued attempts, `webhooks.sender_threads`
-//! senders (default 32), `driver::PER_RECEIVER_IN_FLIGHT_MAX` attempts per
-//! receiver and `driver::IN_FLIGHT_MAX` in all, response bodies read up to
-//! `dialproof_storage::RESPONSE_BODY_LOG_BYTES_MAX`, 10 s per attempt.
+//! senders (default 32),
+//! `dialproof_engine::webhook_schedule::PER_RECEIVER_IN_FLIGHT_MAX` (8)
+//! attempts per receiver and `driver::IN_FLIGHT_MAX` in all, response
+//! bodies read up to `dialproof_storage::RESPONSE_BODY_LOG_BYTES_MAX`, 10 s
+//! per attempt.
 //!
-//! Not for: building payloads or signatures (`dialproof_engine::webhook`),
-//! the retry schedule (`dialproof_engine::webhook_retry`), the delivery log
-//! (the operator CLI reads it from storage).
+//! Not for: deciding anything: building payloads or signatures
+//! (`dialproof_engine::webhook`), the retry schedule
+//! (`dialproof_engine::webhook_retry`), what is sent next and when
+//! (`dialproof_engine::webhook_schedule`), which URLs are development URLs
+//! (`dialproof_engine::dev_urls`); nor the delivery log (the operator CLI
+//! reads it from storage).
 
 mod driver;
 mod sender;
@@ -40,7 +45,6 @@ pub enum Internal {
     /// in flight, and `next` says what the schedule wants.
     Recorded {
         delivery_id: i64,
-        host_key: String,
         next: Next,
         result: Result<(), String>,
     },

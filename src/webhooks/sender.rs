@@ -13,14 +13,15 @@
 //! pool of such threads means one slow receiver holds one thread, not the
 //! others' deliveries.
 //!
-//! Not for: choosing what to send or when (the driver), deciding outcomes
-//! (the engine), or following redirects (never: a 3xx is a failed attempt).
+//! Not for: choosing what to send or when (the engine's scheduler, run by
+//! the driver), deciding outcomes (the engine), or following redirects
+//! (never: a 3xx is a failed attempt).
 
 use super::vetting::VettingResolver;
 use super::Internal;
-use crate::api::webhook_guard::is_dev_url;
 use crate::runtime::app::App;
 use crossbeam_channel::{Receiver, Sender};
+use dialproof_engine::dev_urls::Policy;
 use dialproof_engine::ssrf;
 use dialproof_engine::time::UnixMillis;
 use dialproof_engine::webhook::signature_header;
@@ -54,8 +55,6 @@ pub struct Job {
     pub company: CompanyRow,
     /// 1-based.
     pub attempt_no: u32,
-    /// The receiver, for the driver's per-receiver limit.
-    pub host_key: String,
 }
 
 /// The two agents every sender shares: ureq agents are thread-safe and
@@ -184,13 +183,12 @@ fn attempt(app: &App, agents: &Agents, schedule: &Schedule, job: Job, done: &Sen
     };
     let report = {
         let done = done.clone();
-        let (delivery_id, host_key) = (job.delivery.id, job.host_key.clone());
+        let delivery_id = job.delivery.id;
         move |result: Result<(), String>| {
             // Unbounded channel: the writer thread never waits here. Its
             // length is bounded by the attempts in flight (IN_FLIGHT_MAX).
             let _ = done.send(Internal::Recorded {
                 delivery_id,
-                host_key,
                 next,
                 result,
             });
@@ -234,19 +232,13 @@ fn exchange(agents: &Agents, job: &Job, now: UnixMillis) -> Exchange {
     let url = job.delivery.url.as_str();
     // Judged at delivery, with the company's list as it is now: removing a
     // development URL stops plain-http and private deliveries at once.
-    let development = job
-        .company
-        .dev_webhook_urls
-        .iter()
-        .any(|d| is_dev_url(d, url));
+    let policy = Policy::for_url(&job.company.dev_webhook_urls, url);
     let target = match ssrf::precheck(url) {
         Ok(t) => t,
         Err(message) => return refused(message),
     };
-    if target.scheme != "https" && !development {
-        return refused(format!(
-            "webhook_url must use https; http is allowed only for a development URL (got {url})"
-        ));
+    if let Err(message) = policy.check_scheme(&target.scheme, url) {
+        return refused(message);
     }
     // The WHATWG form of the URL, so ureq sees the host the check saw
     // (`http://0x7f.1/` is `http://127.0.0.1/`).
@@ -254,10 +246,10 @@ fn exchange(agents: &Agents, job: &Job, now: UnixMillis) -> Exchange {
         Ok(u) => u.to_string(),
         Err(e) => return refused(format!("webhook_url does not parse: {e}")),
     };
-    let agent = if development {
-        &agents.development
-    } else {
+    let agent = if policy.checks_addresses() {
         &agents.strict
+    } else {
+        &agents.development
     };
     let body = job.delivery.payload.as_bytes();
     let signature = signature_header(

@@ -1,7 +1,9 @@
 //! A scripted webhook receiver for the webhook tests: a plain HTTP/1.1
 //! server on loopback (std `TcpListener`, a thread per connection) that
 //! records every request it gets and answers from a script (200, 500, a
-//! slow answer, a redirect...). Also the independent signature check: the
+//! slow answer, a redirect, a request held open until the test releases
+//! it...). It counts the requests it holds at once, for the per-receiver
+//! limit. Also the independent signature check: the
 //! Stripe scheme computed by Python's `hmac` module in a subprocess, so a
 //! bug shared by our signer and a Rust re-implementation cannot hide.
 //!
@@ -13,7 +15,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Most request bytes the receiver reads (headers and body together).
@@ -28,6 +30,45 @@ pub enum Answer {
     Slow(Duration, u16),
     /// `301 Moved Permanently` to this location.
     Redirect(String),
+    /// Hold the request open until [`Receiver::release_held`], then answer
+    /// 200; at most this long, so a failing test cannot hang its receiver
+    /// (keep it under the sender's 10 s timeout, or the attempt fails).
+    Hold(Duration),
+}
+
+/// Requests being answered, and the gate [`Answer::Hold`] waits at.
+#[derive(Default)]
+struct Concurrency {
+    /// Requests received and not yet answered.
+    open: AtomicUsize,
+    /// The most that were ever open at once.
+    open_max: AtomicUsize,
+    /// Requests answered (or whose answer was decided) so far.
+    answered: AtomicUsize,
+    /// Bumped by each release; a held request waits for it to change.
+    release: Mutex<u64>,
+    released: Condvar,
+}
+
+impl Concurrency {
+    fn opened(&self) {
+        let now_open = self.open.fetch_add(1, Ordering::AcqRel) + 1;
+        self.open_max.fetch_max(now_open, Ordering::AcqRel);
+    }
+
+    /// Waits for the next release, or `limit`.
+    fn hold(&self, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        let mut release = self.release.lock().unwrap();
+        let seen = *release;
+        while *release == seen {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            release = self.released.wait_timeout(release, left).unwrap().0;
+        }
+    }
 }
 
 /// One request as received.
@@ -64,6 +105,7 @@ pub struct Receiver {
     default: Arc<Mutex<Answer>>,
     stop: Arc<AtomicBool>,
     connections: Arc<AtomicUsize>,
+    concurrency: Arc<Concurrency>,
 }
 
 /// Scripted answers per request path.
@@ -107,13 +149,15 @@ impl Receiver {
             default: Arc::new(Mutex::new(default)),
             stop: Arc::default(),
             connections: Arc::default(),
+            concurrency: Arc::default(),
         };
-        let (hits, script, default, stop, connections) = (
+        let (hits, script, default, stop, connections, concurrency) = (
             r.hits.clone(),
             r.script.clone(),
             r.default.clone(),
             r.stop.clone(),
             r.connections.clone(),
+            r.concurrency.clone(),
         );
         std::thread::spawn(move || {
             for conn in listener.incoming() {
@@ -122,8 +166,13 @@ impl Receiver {
                 }
                 let Ok(conn) = conn else { continue };
                 connections.fetch_add(1, Ordering::AcqRel);
-                let (hits, script, default) = (hits.clone(), script.clone(), default.clone());
-                std::thread::spawn(move || serve(conn, hits, script, default));
+                let (hits, script, default, concurrency) = (
+                    hits.clone(),
+                    script.clone(),
+                    default.clone(),
+                    concurrency.clone(),
+                );
+                std::thread::spawn(move || serve(conn, hits, script, default, concurrency));
             }
         });
         r
@@ -153,6 +202,44 @@ impl Receiver {
     /// TCP connections accepted so far (whatever was sent on them).
     pub fn connections(&self) -> usize {
         self.connections.load(Ordering::Acquire)
+    }
+
+    /// Requests received and not yet answered, now.
+    pub fn open_requests(&self) -> usize {
+        self.concurrency.open.load(Ordering::Acquire)
+    }
+
+    /// The most requests that were open at once so far.
+    pub fn open_requests_max(&self) -> usize {
+        self.concurrency.open_max.load(Ordering::Acquire)
+    }
+
+    /// Requests answered so far.
+    pub fn answered_requests(&self) -> usize {
+        self.concurrency.answered.load(Ordering::Acquire)
+    }
+
+    /// Answers every request held by [`Answer::Hold`] now; later ones are
+    /// held until the next release.
+    pub fn release_held(&self) {
+        *self.concurrency.release.lock().unwrap() += 1;
+        self.concurrency.released.notify_all();
+    }
+
+    /// Waits until `pred` holds (polling every 5 ms); panics after
+    /// `timeout` with `what`.
+    pub fn wait_until(&self, what: &str, timeout: Duration, pred: impl Fn(&Receiver) -> bool) {
+        let deadline = Instant::now() + timeout;
+        while !pred(self) {
+            assert!(
+                Instant::now() < deadline,
+                "{what} within {timeout:?}; open now {}, at most {}, hits {}",
+                self.open_requests(),
+                self.open_requests_max(),
+                self.hits().len()
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 
     pub fn set_default(&self, a: Answer) {
@@ -205,6 +292,7 @@ fn serve(
     hits: Arc<Mutex<Vec<Hit>>>,
     script: Arc<Mutex<Script>>,
     default: Arc<Mutex<Answer>>,
+    concurrency: Arc<Concurrency>,
 ) {
     let _ = conn.set_read_timeout(Some(Duration::from_secs(30)));
     let Ok(mut writer) = conn.try_clone() else {
@@ -259,6 +347,7 @@ fn serve(
             .and_then(VecDeque::pop_front)
             .unwrap_or_else(|| default.lock().unwrap().clone());
         let at_us = now_us();
+        concurrency.opened();
         hits.lock().unwrap().push(Hit {
             at_ms: at_us / 1000,
             at_us,
@@ -274,7 +363,16 @@ fn serve(
                 (s, String::new())
             }
             Answer::Redirect(to) => (301, format!("Location: {to}\r\n")),
+            Answer::Hold(limit) => {
+                concurrency.hold(limit);
+                (200, String::new())
+            }
         };
+        // No longer open once the answer is decided: counting until after
+        // the write could overlap the sender's next request, which may go
+        // out as soon as it has read this answer.
+        concurrency.open.fetch_sub(1, Ordering::AcqRel);
+        concurrency.answered.fetch_add(1, Ordering::AcqRel);
         let body = format!("answer {status}");
         let response = format!(
             "HTTP/1.1 {status} X\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n{extra}\r\n{body}",
