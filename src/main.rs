@@ -22,6 +22,7 @@ mod server;
 mod service;
 mod sessions;
 mod sip;
+mod thread_pool;
 mod timers;
 mod tls;
 mod wait;
