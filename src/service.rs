@@ -14,7 +14,7 @@ use crate::keys::KeyCache;
 use crate::leases::{build_table, check_reload, Leases};
 use crate::limits::RateLimiters;
 use crate::metrics::Metrics;
-use crate::resolve::Resolver;
+use crate::resolve::{self, Resolver};
 use crate::server::{self, COROUTINE_STACK_BYTES};
 use crate::wait::wait_for;
 use crate::{api, http, redirect, timers, tls};
@@ -78,7 +78,8 @@ pub fn run(config_path: Option<PathBuf>) -> Result<()> {
         leases: Leases::new(table),
         keys,
         limiters: RateLimiters::default(),
-        resolver: Resolver::start()?,
+        // The system resolver; an in-process test would hand in its own.
+        resolver: Resolver::start(Arc::new(resolve::System))?,
         offload: crate::offload::Offload::start()?,
         expiry: expiry_tx,
         metrics: Metrics::default(),

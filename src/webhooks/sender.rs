@@ -20,6 +20,7 @@ use super::vetting::VettingResolver;
 use super::Internal;
 use crate::api::webhook_guard::is_dev_url;
 use crate::app::App;
+use crate::resolve::Resolver;
 use crossbeam_channel::{Receiver, Sender};
 use dialproof_engine::ssrf;
 use dialproof_engine::time::UnixMillis;
@@ -67,10 +68,11 @@ pub struct Agents {
 }
 
 impl Agents {
-    pub fn new() -> Agents {
+    /// Agents whose lookups go through the service's `resolver`.
+    pub fn new(resolver: &Resolver) -> Agents {
         Agents {
-            strict: agent(VettingResolver::strict()),
-            development: agent(VettingResolver::development()),
+            strict: agent(VettingResolver::strict(resolver.clone())),
+            development: agent(VettingResolver::development(resolver.clone())),
         }
     }
 }
