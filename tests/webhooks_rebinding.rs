@@ -3,29 +3,42 @@
 //! when the webhook is due (DNS rebinding) is refused, and nothing connects
 //! to the private address.
 //!
-//! Names are answered by the service's test hosts file
-//! (`DIALPROOF_TEST_HOSTS_FILE`), which the test rewrites between the create
-//! and the delivery, as a rebinding DNS server would. The variable is set
-//! for this test process only (a file of its own), before any server starts.
+//! The service resolves names with the system resolver, as in production.
+//! The test runs in a network namespace of its own (`common::netns`) and
+//! rewrites that namespace's `/etc/hosts` between the create and the
+//! delivery, as a rebinding DNS server would. Only loopback exists there,
+//! so the public address the name has at first is never reachable.
 
 mod common;
 mod common_webhook;
 
+use common::netns::Netns;
 use common::*;
 use common_webhook::*;
 use serde_json::json;
 use std::time::Duration;
 
+/// The test's name, for [`Netns::enter`].
+const TEST: &str = "a_host_rebound_to_a_private_address_is_refused_at_delivery";
+
+/// `/etc/hosts` at creation: `rebind.test` public, `mixed.test` public and
+/// private.
+const HOSTS_AT_CREATION: &str = "127.0.0.1 localhost
+93.184.216.34 rebind.test
+93.184.216.34 mixed.test
+127.0.0.1 mixed.test
+";
+
+/// `/etc/hosts` at delivery: `rebind.test` rebound to loopback.
+const HOSTS_AT_DELIVERY: &str = "127.0.0.1 localhost
+127.0.0.1 rebind.test
+";
+
 #[test]
 fn a_host_rebound_to_a_private_address_is_refused_at_delivery() {
-    let hosts = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(
-        hosts.path(),
-        "rebind.test 93.184.216.34\nmixed.test 93.184.216.34 127.0.0.1\n",
-    )
-    .unwrap();
-    // The only test in this binary: no other thread reads the environment.
-    std::env::set_var("DIALPROOF_TEST_HOSTS_FILE", hosts.path());
+    let Some(netns) = Netns::enter(TEST, HOSTS_AT_CREATION) else {
+        return;
+    };
 
     // A listener where the rebound name points: it must see no connection.
     let trap = Receiver::start(Answer::Status(200));
@@ -54,7 +67,7 @@ fn a_host_rebound_to_a_private_address_is_refused_at_delivery() {
     );
     let id = v["verification_id"].as_str().unwrap().to_owned();
     // ... and private by the time the webhook is due.
-    std::fs::write(hosts.path(), "rebind.test 127.0.0.1\n").unwrap();
+    netns.set_hosts(HOSTS_AT_DELIVERY);
 
     let d = poll(Duration::from_secs(60), || {
         let list = s.cli(&["delivery", "list", "--verification", &id]);

@@ -3,13 +3,15 @@
 //! the receiver's certificate is verified, so an untrusted one is a failed
 //! attempt, never a delivery.
 //!
-//! The name is answered by the test hosts file (`DIALPROOF_TEST_HOSTS_FILE`,
-//! set for this test process only) and marked as a development URL, since it
-//! points at loopback.
+//! The name is answered by `/etc/hosts` in a network namespace of the
+//! test's own (`common::netns`), where the service, the trap and the test's
+//! clients all run; it is marked as a development URL, since it points at
+//! loopback.
 
 mod common;
 mod common_webhook;
 
+use common::netns::Netns;
 use common::*;
 use common_webhook::*;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
@@ -58,12 +60,15 @@ fn tls_trap(name: &str) -> (u16, Arc<Mutex<Vec<String>>>) {
     (port, snis)
 }
 
+/// The test's name, for [`Netns::enter`].
+const TEST: &str = "https_uses_the_url_host_for_sni_and_verifies_the_certificate";
+
 #[test]
 fn https_uses_the_url_host_for_sni_and_verifies_the_certificate() {
-    let hosts = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(hosts.path(), "selfsigned.test 127.0.0.1\n").unwrap();
-    // The only test in this binary: no other thread reads the environment.
-    std::env::set_var("DIALPROOF_TEST_HOSTS_FILE", hosts.path());
+    let hosts = "127.0.0.1 localhost\n127.0.0.1 selfsigned.test\n";
+    if Netns::enter(TEST, hosts).is_none() {
+        return;
+    }
     let (port, snis) = tls_trap("selfsigned.test");
     let base = format!("https://selfsigned.test:{port}");
 

@@ -14,8 +14,10 @@ cd "$(dirname "$0")/.."
 # chromium for the API explorer's browser test, sipp (sip-tester) as the
 # SIP provider in tests/sip_*.rs, kamailio as a real provider registrar in
 # tests/sip_kamailio.rs, python3 for the independent webhook signature
-# check in tests/webhooks_*.rs.
-required=("chromium:chromium" "sipp:sip-tester" "kamailio:kamailio" "python3:python3")
+# check in tests/webhooks_*.rs, unshare and ip for the tests that run in a
+# network namespace of their own (tests/common/netns.rs; they need root).
+required=("chromium:chromium" "sipp:sip-tester" "kamailio:kamailio" "python3:python3"
+  "unshare:util-linux" "ip:iproute2")
 need_pkgs=()
 for pair in "${required[@]}"; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need_pkgs+=("${pair#*:}")

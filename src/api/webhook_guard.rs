@@ -26,7 +26,7 @@ pub fn check(app: &App, company: Option<&CompanyRow>, url: &str) -> Result<(), S
         Host::Domain(name) => app
             .resolver
             .resolve(name, target.port)
-            .map_err(|e| ssrf::unresolvable_message(&e))?,
+            .map_err(|e| ssrf::unresolvable_message(&e.to_string()))?,
     };
     for ip in addresses {
         if ssrf::blocked_range(ip).is_some() {

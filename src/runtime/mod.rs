@@ -16,5 +16,6 @@ pub mod metrics;
 pub mod offload;
 pub mod resolve;
 pub mod service;
+pub mod thread_pool;
 pub mod wait;
 pub mod webhook_settings;

@@ -17,7 +17,7 @@ use crate::runtime::config::Config;
 use crate::runtime::expiry;
 use crate::runtime::leases::{build_table, check_reload, Leases};
 use crate::runtime::metrics::Metrics;
-use crate::runtime::resolve::Resolver;
+use crate::runtime::resolve::{self, Resolver};
 use crate::runtime::wait::wait_for;
 use crate::{api, http};
 use anyhow::{Context, Result};
@@ -85,7 +85,8 @@ pub fn run(config_path: Option<PathBuf>) -> Result<()> {
         leases: Leases::new(table),
         keys,
         limiters: RateLimiters::default(),
-        resolver: Resolver::start()?,
+        // The system resolver; an in-process test would hand in its own.
+        resolver: Resolver::start(Arc::new(resolve::System))?,
         offload: crate::runtime::offload::Offload::start()?,
         expiries: Default::default(),
         clock: crate::runtime::clock::Clock::system(),

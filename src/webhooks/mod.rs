@@ -63,7 +63,7 @@ pub fn spawn(app: Arc<App>, wakes: Receiver<i64>) -> Result<()> {
         .map_err(|e| anyhow::anyhow!("opening {} for the webhook driver: {e}", db.display()))?;
     let (jobs_tx, jobs_rx) = bounded(SEND_QUEUE_MAX);
     let (internal_tx, internal_rx) = unbounded();
-    let agents = sender::Agents::new();
+    let agents = sender::Agents::new(&app.resolver);
     for i in 0..senders {
         let (app, agents, schedule) = (app.clone(), agents.clone(), schedule.clone());
         let (jobs, done) = (jobs_rx.clone(), internal_tx.clone());

@@ -20,6 +20,7 @@
 use super::vetting::VettingResolver;
 use super::Internal;
 use crate::runtime::app::App;
+use crate::runtime::resolve::Resolver;
 use crossbeam_channel::{Receiver, Sender};
 use dialproof_engine::dev_urls::Policy;
 use dialproof_engine::ssrf;
@@ -66,10 +67,11 @@ pub struct Agents {
 }
 
 impl Agents {
-    pub fn new() -> Agents {
+    /// Agents whose lookups go through the service's `resolver`.
+    pub fn new(resolver: &Resolver) -> Agents {
         Agents {
-            strict: agent(VettingResolver::strict()),
-            development: agent(VettingResolver::development()),
+            strict: agent(VettingResolver::strict(resolver.clone())),
+            development: agent(VettingResolver::development(resolver.clone())),
         }
     }
 }

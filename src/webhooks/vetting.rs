@@ -2,10 +2,11 @@
 //!
 //! A webhook URL was checked when the verification was created, but DNS can
 //! change between then and delivery (DNS rebinding: public at creation,
-//! `127.0.0.1` at delivery). So every attempt resolves the host again, checks
-//! EVERY address against the blocked ranges, and hands ureq only addresses
-//! that passed: the connection can only go to a vetted IP, while the `Host`
-//! header and TLS SNI stay the URL's host name. Doing this inside ureq's
+//! `127.0.0.1` at delivery). So every attempt resolves the host again
+//! (through the service's `crate::runtime::resolve::Resolver`, the seam the check at
+//! creation uses too), checks EVERY address against the blocked ranges, and
+//! hands ureq only addresses that passed: the connection can only go to a
+//! vetted IP, while the `Host` header and TLS SNI stay the URL's host name. Doing this inside ureq's
 //! resolver hook (rather than resolving first and then letting ureq resolve
 //! again) leaves no second lookup for an attacker to answer differently.
 //!
@@ -16,14 +17,17 @@
 //! Not for: the range tables (`dialproof_engine::ssrf`), the https-only rule
 //! (the sender checks the scheme before any lookup) or caching lookups.
 
+use crate::runtime::resolve::{LookupError, Resolver, RESOLVE_TIMEOUT};
 use dialproof_engine::ssrf;
 use std::net::{IpAddr, SocketAddr};
 use ureq::http::Uri;
-use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};
+use ureq::unversioned::resolver::ResolvedSocketAddrs;
 use ureq::unversioned::transport::NextTimeout;
+use ureq::Error;
 
-/// Why an address was refused: shown in the delivery log as the attempt's
-/// error, in the spec's wording for the same refusal at creation.
+/// Why a host was refused (a blocked address, or none): shown in the
+/// delivery log as the attempt's error, in the spec's wording for the same
+/// refusal at creation.
 #[derive(Debug)]
 pub struct Refused(pub String);
 
@@ -38,34 +42,49 @@ impl std::error::Error for Refused {}
 #[derive(Debug)]
 pub struct VettingResolver {
     allow_private: bool,
-    system: DefaultResolver,
+    /// The service's resolver (the same one the check at creation uses).
+    names: Resolver,
 }
 
 impl VettingResolver {
     /// For ordinary webhook URLs: public addresses only.
-    pub fn strict() -> Self {
+    pub fn strict(names: Resolver) -> Self {
         VettingResolver {
             allow_private: false,
-            system: DefaultResolver::default(),
+            names,
         }
     }
 
     /// For a company's development URLs: any address.
-    pub fn development() -> Self {
+    pub fn development(names: Resolver) -> Self {
         VettingResolver {
             allow_private: true,
-            system: DefaultResolver::default(),
+            names,
+        }
+    }
+
+    /// The host's addresses, within what is left of ureq's time budget.
+    fn lookup(&self, host: &str, port: u16, timeout: NextTimeout) -> Result<Vec<IpAddr>, Error> {
+        let budget = timeout
+            .not_zero()
+            .map_or(RESOLVE_TIMEOUT, |left| (*left).min(RESOLVE_TIMEOUT));
+        match self.names.resolve_within(host, port, budget) {
+            Ok(ips) => Ok(ips),
+            Err(LookupError::TimedOut) => Err(Error::Timeout(timeout.reason)),
+            Err(e) => Err(Error::Other(Box::new(Refused(ssrf::unresolvable_message(
+                &e.to_string(),
+            ))))),
         }
     }
 }
 
-impl Resolver for VettingResolver {
+impl ureq::unversioned::resolver::Resolver for VettingResolver {
     fn resolve(
         &self,
         uri: &Uri,
-        config: &ureq::config::Config,
+        _config: &ureq::config::Config,
         timeout: NextTimeout,
-    ) -> Result<ResolvedSocketAddrs, ureq::Error> {
+    ) -> Result<ResolvedSocketAddrs, Error> {
         let host = uri.host().unwrap_or("");
         // http::Uri keeps an IPv6 literal in brackets.
         let bare = host.trim_start_matches('[').trim_end_matches(']');
@@ -76,24 +95,22 @@ impl Resolver for VettingResolver {
             } else {
                 80
             });
-        let addrs: Vec<SocketAddr> = if let Ok(ip) = bare.parse::<IpAddr>() {
-            vec![SocketAddr::new(ip, port)]
-        } else if let Some(ips) = crate::runtime::resolve::test_hosts_override(bare) {
-            ips.into_iter()
-                .map(|ip| SocketAddr::new(ip, port))
-                .collect()
-        } else {
-            // The system resolver, with ureq's own timeout handling.
-            self.system.resolve(uri, config, timeout)?.to_vec()
+        let ips = match bare.parse::<IpAddr>() {
+            Ok(ip) => vec![ip],
+            Err(_) => self.lookup(bare, port, timeout)?,
         };
+        let addrs: Vec<SocketAddr> = ips
+            .into_iter()
+            .map(|ip| SocketAddr::new(ip, port))
+            .collect();
         if addrs.is_empty() {
-            return Err(ureq::Error::HostNotFound);
+            return Err(Error::HostNotFound);
         }
         if !self.allow_private {
             // Every address must pass: a name with one public and one
             // private address is refused whole, as at creation.
             if let Some(bad) = addrs.iter().find(|a| ssrf::blocked_range(a.ip()).is_some()) {
-                return Err(ureq::Error::Other(Box::new(Refused(
+                return Err(Error::Other(Box::new(Refused(
                     ssrf::private_address_message(bad.ip()),
                 ))));
             }
@@ -107,5 +124,64 @@ impl Resolver for VettingResolver {
             }
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::VettingResolver;
+    use crate::runtime::resolve::{Resolve, Resolver};
+    use std::net::{IpAddr, SocketAddr};
+    use std::sync::Arc;
+    use ureq::unversioned::resolver::Resolver as _;
+    use ureq::unversioned::transport::NextTimeout;
+
+    /// Fixed answers, as an in-process test injects them.
+    struct Names;
+
+    impl Resolve for Names {
+        fn lookup(&self, host: &str, _port: u16) -> Result<Vec<IpAddr>, String> {
+            let ips: &[[u8; 4]] = match host {
+                "public.test" => &[[93, 184, 216, 34]],
+                "mixed.test" => &[[93, 184, 216, 34], [127, 0, 0, 1]],
+                _ => return Err("unknown name".into()),
+            };
+            Ok(ips.iter().map(|ip| IpAddr::from(*ip)).collect())
+        }
+    }
+
+    fn vet(vetting: &VettingResolver, url: &str) -> Result<Vec<SocketAddr>, String> {
+        let uri = url.parse().unwrap();
+        let config = ureq::config::Config::default();
+        vetting
+            .resolve(&uri, &config, NextTimeout::default())
+            .map(|addrs| addrs.to_vec())
+            .map_err(|e| match e {
+                // As the sender logs it: the refusal's own words.
+                ureq::Error::Other(inner) => inner.to_string(),
+                other => format!("{other:?}"),
+            })
+    }
+
+    #[test]
+    fn every_address_is_vetted_and_only_vetted_ones_are_returned() {
+        let names = Resolver::start(Arc::new(Names)).unwrap();
+        let strict = VettingResolver::strict(names.clone());
+        let public: SocketAddr = "93.184.216.34:8443".parse().unwrap();
+        assert_eq!(vet(&strict, "https://public.test:8443/h"), Ok(vec![public]));
+        assert_eq!(
+            vet(&strict, "https://mixed.test/h"),
+            Err("webhook_url resolves to a private/internal address (127.0.0.1)".into())
+        );
+        assert_eq!(
+            vet(&strict, "https://other.test/h"),
+            Err("webhook_url host cannot be resolved: unknown name".into())
+        );
+        assert!(vet(&strict, "https://127.0.0.1/h").is_err());
+        let development = VettingResolver::development(names);
+        assert_eq!(
+            vet(&development, "http://mixed.test/h").map(|a| a.len()),
+            Ok(2)
+        );
     }
 }

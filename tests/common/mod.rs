@@ -5,6 +5,8 @@
 //! Every test file does `mod common;` and uses the parts it needs.
 #![allow(dead_code)]
 
+pub mod netns;
+
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::{json, Value};
 use std::io::{self, BufRead, BufReader, Read, Write};
