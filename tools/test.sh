@@ -4,7 +4,7 @@
 # 1. installs the system packages the tests drive, if missing;
 # 2. checks formatting and lints;
 # 3. builds every target once, then runs all tests in parallel (nextest when
-#    present, else cargo test);
+#    present, else cargo test) in a network namespace with only loopback;
 # 4. runs the loom model checks of the lease table.
 # Long soak and load runs are benchmarks (cargo bench), not part of this.
 set -euo pipefail
@@ -60,11 +60,21 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 echo "== build"
 cargo build --workspace --all-targets --quiet
 
-echo "== tests"
+# The tests run in a network namespace of their own with only loopback up,
+# so nothing they start (a webhook to a public-looking test address, a
+# stray SIP send) can leave the machine. Everything is built already, so
+# cargo needs no network in there.
 if cargo nextest --version >/dev/null 2>&1; then
-  cargo nextest run --workspace --no-fail-fast --failure-output final
+  tests=(cargo nextest run --workspace --no-fail-fast --failure-output final)
 else
-  cargo test --workspace --no-fail-fast
+  tests=(cargo test --workspace --no-fail-fast)
+fi
+if [ "$(id -u)" = 0 ] && unshare --net true 2>/dev/null; then
+  echo "== tests (in a network namespace: loopback only)"
+  CARGO_NET_OFFLINE=true unshare --net sh -c 'ip link set lo up && exec "$@"' sh "${tests[@]}"
+else
+  echo "== tests (WARNING: not root, so not in a network namespace of their own)"
+  "${tests[@]}"
 fi
 
 echo "== loom model checks (lease table)"
