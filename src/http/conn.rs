@@ -4,7 +4,16 @@
 use super::{Request, Response};
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+
+/// While idle between requests a connection looks at the drain flag this
+/// often (so a drain closes idle connections within it).
+pub const IDLE_SLICE: Duration = Duration::from_secs(1);
+/// Draining, an idle connection still waits this long for a request the
+/// client may have sent just as the drain began (its response then says
+/// `Connection: close`), so no request already on the wire is cut off.
+pub const DRAIN_GRACE: Duration = Duration::from_millis(300);
 
 /// Hard limits on what a peer may send. Every one has a named default.
 #[derive(Debug, Clone, Copy)]
@@ -51,15 +60,20 @@ pub trait TimedStream: Read + Write {
 }
 
 /// Serves requests on `stream` until the peer closes, asks to close, breaks a
-/// limit, or `requests_per_connection_max` is reached.
+/// limit, `requests_per_connection_max` is reached, or `draining` is set
+/// (then the request in progress is answered with `Connection: close`).
 pub fn serve<S: TimedStream>(
     stream: &mut S,
     peer: SocketAddr,
     limits: &Limits,
     handler: &dyn Fn(&Request) -> Response,
+    draining: &AtomicBool,
 ) {
     let mut buf: Vec<u8> = Vec::with_capacity(4096);
     for served in 0..limits.requests_per_connection_max {
+        if buf.is_empty() && !wait_for_request(stream, &mut buf, limits, draining) {
+            return;
+        }
         let (req, keep_alive) = match read_request(stream, &mut buf, peer, limits) {
             Ok(r) => r,
             Err(ReadError::Gone) => return,
@@ -70,10 +84,44 @@ pub fn serve<S: TimedStream>(
         };
         let resp = handler(&req);
         let last = served + 1 == limits.requests_per_connection_max;
-        let close = !keep_alive || last;
+        let close = !keep_alive || last || draining.load(Ordering::Acquire);
         let head_only = req.method == "HEAD";
         if resp.write_to(stream, close, head_only).is_err() || close {
             return;
+        }
+    }
+}
+
+/// Waits, idle, for the first bytes of the next request: true when some
+/// arrived. Gives up after the idle timeout, when the peer closes, or when
+/// draining (after [`DRAIN_GRACE`]).
+fn wait_for_request<S: TimedStream>(
+    stream: &mut S,
+    buf: &mut Vec<u8>,
+    limits: &Limits,
+    draining: &AtomicBool,
+) -> bool {
+    let idle_until = Instant::now() + limits.idle_timeout;
+    let mut drain_until: Option<Instant> = None;
+    loop {
+        let now = Instant::now();
+        if draining.load(Ordering::Acquire) && drain_until.is_none() {
+            drain_until = Some(now + DRAIN_GRACE);
+        }
+        let until = drain_until.map_or(idle_until, |d| d.min(idle_until));
+        let slice = until.saturating_duration_since(now).min(IDLE_SLICE);
+        if slice.is_zero() || stream.set_read_timeout(Some(slice)).is_err() {
+            return false;
+        }
+        match fill(stream, buf) {
+            Ok(0) => return false,
+            Ok(_) => return true,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => return false,
         }
     }
 }
@@ -86,17 +134,9 @@ fn read_request<S: TimedStream>(
     peer: SocketAddr,
     limits: &Limits,
 ) -> Result<(Request, bool), ReadError> {
-    // Wait for the first byte with the idle timeout, then give the whole
-    // request `request_read_timeout` (a slow-loris peer cannot hold a
-    // connection by trickling bytes).
-    if buf.is_empty() {
-        stream
-            .set_read_timeout(Some(limits.idle_timeout))
-            .map_err(|_| ReadError::Gone)?;
-        if fill(stream, buf).map_err(|_| ReadError::Gone)? == 0 {
-            return Err(ReadError::Gone);
-        }
-    }
+    // The first bytes are in (`wait_for_request`); the whole request gets
+    // `request_read_timeout` (a slow-loris peer cannot hold a connection by
+    // trickling bytes).
     let deadline = Instant::now() + limits.request_read_timeout;
     let head_len = loop {
         if let Some(pos) = find_head_end(buf) {
@@ -286,12 +326,19 @@ mod tests {
             output: Vec::new(),
         };
         let peer: SocketAddr = "127.0.0.1:1".parse().unwrap();
-        serve(&mut m, peer, &Limits::default(), &|r: &Request| {
+        let handler = |r: &Request| {
             Response::json(
                 200,
                 format!("{{\"m\":\"{}\",\"len\":{}}}", r.method, r.body.len()),
             )
-        });
+        };
+        serve(
+            &mut m,
+            peer,
+            &Limits::default(),
+            &handler,
+            &AtomicBool::new(false),
+        );
         String::from_utf8(m.output).unwrap()
     }
 

@@ -26,6 +26,35 @@ pub const COROUTINE_STACK_BYTES: usize = 128 * 1024;
 
 pub type Handler = Arc<dyn Fn(&Request) -> Response + Send + Sync>;
 
+/// A bound listener: its address, and its open connections (for the drain
+/// at shutdown).
+#[derive(Clone)]
+pub struct Listening {
+    pub addr: SocketAddr,
+    open: Arc<AtomicUsize>,
+}
+
+impl Listening {
+    /// Connections being served now.
+    pub fn open_connections(&self) -> usize {
+        self.open.load(Ordering::Acquire)
+    }
+
+    /// After the stop flag is set: wakes the accept loop (blocked until the
+    /// next connection) with one connection of our own, so it sees the flag,
+    /// closes the listening socket and new clients are refused at once.
+    pub fn stop_accepting(&self) {
+        let mut to = self.addr;
+        if to.ip().is_unspecified() {
+            to.set_ip(match to {
+                SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+                SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+            });
+        }
+        let _ = std::net::TcpStream::connect_timeout(&to, Duration::from_secs(1));
+    }
+}
+
 /// A TLS stream over a may socket.
 struct TlsStream(rustls::StreamOwned<rustls::ServerConnection, may::net::TcpStream>);
 
@@ -77,7 +106,8 @@ pub fn spawn_https(
     limits: Limits,
     handler: Handler,
     stop: Arc<AtomicBool>,
-) -> io::Result<SocketAddr> {
+) -> io::Result<Listening> {
+    let draining = stop.clone();
     spawn_listener(addr, stop, move |tcp, peer| {
         let _ = tcp.set_nodelay(true);
         let conn = match rustls::ServerConnection::new(tls.clone()) {
@@ -98,7 +128,7 @@ pub fn spawn_https(
                 return;
             }
         }
-        http::serve(&mut stream, peer, &limits, &*handler);
+        http::serve(&mut stream, peer, &limits, &*handler, &draining);
         stream.0.conn.send_close_notify();
         let _ = stream.0.conn.complete_io(&mut stream.0.sock);
     })
@@ -111,14 +141,15 @@ pub fn spawn_plain(
     limits: Limits,
     handler: Handler,
     stop: Arc<AtomicBool>,
-) -> io::Result<SocketAddr> {
+) -> io::Result<Listening> {
+    let draining = stop.clone();
     spawn_listener(addr, stop, move |tcp, peer| {
         let mut stream = PlainStream(tcp);
-        http::serve(&mut stream, peer, &limits, &*handler);
+        http::serve(&mut stream, peer, &limits, &*handler, &draining);
     })
 }
 
-fn spawn_listener<F>(addr: SocketAddr, stop: Arc<AtomicBool>, serve: F) -> io::Result<SocketAddr>
+fn spawn_listener<F>(addr: SocketAddr, stop: Arc<AtomicBool>, serve: F) -> io::Result<Listening>
 where
     F: Fn(may::net::TcpStream, SocketAddr) + Send + Sync + 'static,
 {
@@ -126,6 +157,10 @@ where
     let local = listener.local_addr()?;
     let serve = Arc::new(serve);
     let open = Arc::new(AtomicUsize::new(0));
+    let listening = Listening {
+        addr: local,
+        open: open.clone(),
+    };
     spawn_coroutine(move || {
         for conn in listener.incoming() {
             if stop.load(Ordering::Acquire) {
@@ -154,8 +189,10 @@ where
                 open.fetch_sub(1, Ordering::AcqRel);
             });
         }
+        // `listener` is dropped here: new connections are refused.
+        tracing::info!(listener = %local, "stopped accepting");
     });
-    Ok(local)
+    Ok(listening)
 }
 
 /// Spawns a may coroutine with [`COROUTINE_STACK_BYTES`] of stack.

@@ -17,6 +17,7 @@ use dialproof_engine::CompanyId;
 use serde::Deserialize;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// The configuration used when no file is given and `dialproof.toml` does not
 /// exist: everything on loopback, one always-up line with ten numbers in each
@@ -85,6 +86,25 @@ pub struct ServerConfig {
     /// The operators' listener (plain HTTP: `/metrics`, `/healthz`,
     /// `/readyz`); off unless set. Keep it on loopback or a private network.
     pub ops_listen: Option<SocketAddr>,
+    /// How long a stop (SIGTERM) waits for requests in progress before it
+    /// closes what is left (default [`SHUTDOWN_TIMEOUT_SECONDS_DEFAULT`]).
+    pub shutdown_timeout_seconds: Option<u64>,
+}
+
+/// The default of `[server] shutdown_timeout_seconds`.
+pub const SHUTDOWN_TIMEOUT_SECONDS_DEFAULT: u64 = 10;
+/// The longest `shutdown_timeout_seconds` accepted.
+pub const SHUTDOWN_TIMEOUT_SECONDS_MAX: u64 = 600;
+
+impl ServerConfig {
+    /// The drain bound of a stop.
+    pub fn shutdown_timeout(&self) -> Duration {
+        let s = self
+            .shutdown_timeout_seconds
+            .unwrap_or(SHUTDOWN_TIMEOUT_SECONDS_DEFAULT)
+            .min(SHUTDOWN_TIMEOUT_SECONDS_MAX);
+        Duration::from_secs(s)
+    }
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -110,7 +110,8 @@ pub fn run(config_path: Option<PathBuf>) -> Result<()> {
                     Arc::new(move |req| crate::ops::handle(&ops_app, req)),
                     stop.clone(),
                 )
-                .with_context(|| format!("binding the ops listener on {addr}"))?,
+                .with_context(|| format!("binding the ops listener on {addr}"))?
+                .addr,
             )
         }
         None => None,
@@ -148,8 +149,8 @@ pub fn run(config_path: Option<PathBuf>) -> Result<()> {
         stop.clone(),
     )
     .with_context(|| format!("binding HTTPS on {}", config.server.https_listen))?;
-    let public_port = config.server.public_https_port.unwrap_or(https.port());
-    let http_addr = match config.server.http_listen {
+    let public_port = config.server.public_https_port.unwrap_or(https.addr.port());
+    let http = match config.server.http_listen {
         Some(addr) => Some(
             listener::spawn_plain(
                 addr,
@@ -167,12 +168,13 @@ pub fn run(config_path: Option<PathBuf>) -> Result<()> {
     signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())?;
     signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
 
+    let http_addr = http.as_ref().map(|l| l.addr);
     let http_shown = http_addr.map_or_else(|| "off".to_owned(), |a| a.to_string());
-    tracing::info!(%https, http = %http_shown, workers, numbers = numbers_total,
+    tracing::info!(https = %https.addr, http = %http_shown, workers, numbers = numbers_total,
         database = %config.database_path().display(), "dialproof ready");
     // Machine-readable readiness line on stdout (tests and scripts wait for
     // it; with port 0 in the config it is the only way to learn the ports).
-    let mut ready = format!("READY https={https}");
+    let mut ready = format!("READY https={}", https.addr);
     if let Some(h) = http_addr {
         ready.push_str(&format!(" http={h}"));
     }
@@ -189,6 +191,8 @@ pub fn run(config_path: Option<PathBuf>) -> Result<()> {
     drop(out);
 
     control_loop(&app, config_path.as_deref(), &hup);
+    let listeners: Vec<_> = std::iter::once(https).chain(http).collect();
+    drain(&listeners, config.server.shutdown_timeout());
     if let Some(sip) = &sip {
         tracing::info!("stopping: unregistering sip lines");
         sip.join();
@@ -202,6 +206,33 @@ pub fn run(config_path: Option<PathBuf>) -> Result<()> {
     }
     tracing::info!(counters = %app.metrics.render().replace('\n', " "), "stopped");
     Ok(())
+}
+
+/// The first step of a graceful stop: no new connections, and every request
+/// in progress answered (its connection closed after it), waiting at most
+/// `timeout`; what is still open then is cut when the process exits.
+fn drain(listeners: &[crate::http::listener::Listening], timeout: Duration) {
+    let started = std::time::Instant::now();
+    for l in listeners {
+        l.stop_accepting();
+    }
+    let open = |ls: &[crate::http::listener::Listening]| {
+        ls.iter().map(|l| l.open_connections()).sum::<usize>()
+    };
+    tracing::info!(
+        connections = open(listeners),
+        "stopping: finishing requests in progress"
+    );
+    while open(listeners) > 0 && started.elapsed() < timeout {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    match open(listeners) {
+        0 => tracing::info!(
+            took_ms = started.elapsed().as_millis() as u64,
+            "connections drained"
+        ),
+        left => tracing::warn!(left, "drain timed out; closing the remaining connections"),
+    }
 }
 
 /// Rebuilds the lease table from pending rows, schedules every pending
