@@ -78,7 +78,8 @@ pub fn login(app: &App, req: &Request) -> Response {
     let user = match user {
         Some(Ok(Ok(u))) => u,
         other => {
-            tracing::error!(result = ?other.map(|r| r.map(|x| x.err())), "user lookup failed");
+            let error = crate::runtime::wait::read_failure_text(other);
+            tracing::error!(%error, "user lookup failed");
             return envelope(500, "internal_error", super::texts::SERVER_ERROR, None);
         }
     };

@@ -94,7 +94,8 @@ pub fn session_user(app: &App, req: &Request, now: UnixMillis) -> Option<Session
     match found {
         Some(Ok(Ok(user))) => user,
         other => {
-            tracing::warn!(result = ?other.map(|r| r.map(|x| x.err())), "session lookup failed");
+            let error = crate::runtime::wait::read_failure_text(other);
+            tracing::warn!(%error, "session lookup failed");
             None
         }
     }

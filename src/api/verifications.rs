@@ -5,7 +5,7 @@ use crate::http::{Request, Response};
 use crate::openapi::{NoNumberAvailable, Verification};
 use crate::runtime::app::App;
 use crate::runtime::metrics::Metrics;
-use crate::runtime::wait::wait_for;
+use crate::runtime::wait::{failure_text, read_failure_text, wait_for};
 use dialproof_engine::ids::{VerificationId, VerificationKey};
 use dialproof_engine::time::UnixMillis;
 use dialproof_engine::validate::{parse_create, CreateError, FieldErrors};
@@ -152,7 +152,7 @@ pub fn create(app: &App, req: &Request, key: &KeyRow, now: UnixMillis) -> Respon
             if matches!(other, Some(Err(_))) {
                 app.leases.release(&dial_number, generation);
             }
-            tracing::error!(verification_id = %id, result = ?other.map(|r| r.err()),
+            tracing::error!(verification_id = %id, error = %failure_text(other),
                 "create not committed");
             return server_error(app);
         }
@@ -189,7 +189,7 @@ pub fn read(app: &App, key: &KeyRow, id: &str) -> Response {
         Some(Ok(Ok(Some(row)))) => Response::json(200, render(&row)),
         Some(Ok(Ok(None))) => Response::detail(404, texts::NOT_FOUND),
         other => {
-            tracing::error!(result = ?other.map(|r| r.map(|x| x.err())), "read failed");
+            tracing::error!(error = %read_failure_text(other), "read failed");
             server_error(app)
         }
     }
@@ -217,7 +217,7 @@ pub fn cancel(app: &App, key: &KeyRow, id: &str, now: UnixMillis) -> Response {
             None => Response::detail(404, texts::NOT_FOUND),
         },
         other => {
-            tracing::error!(result = ?other.map(|r| r.err()), "cancel failed");
+            tracing::error!(error = %failure_text(other), "cancel failed");
             server_error(app)
         }
     }

@@ -145,6 +145,17 @@ pub enum LineMode {
     IpAuth,
 }
 
+impl LineMode {
+    /// The configuration spelling, for logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LineMode::AlwaysUp => "always_up",
+            LineMode::Register => "register",
+            LineMode::IpAuth => "ip_auth",
+        }
+    }
+}
+
 /// `[sip]`: where the UDP socket listens.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]

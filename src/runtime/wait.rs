@@ -7,8 +7,25 @@
 //!
 //! Not for: fire-and-forget work, which needs no reply.
 
-use dialproof_storage::Reply;
+use dialproof_storage::{Reply, StorageError};
 use std::time::Duration;
+
+/// Why a waited-for storage answer was not what the caller needed, for a
+/// log line: `timed out`, or the storage error's text.
+pub fn failure_text<T>(result: Option<Result<T, StorageError>>) -> String {
+    match result {
+        None => "timed out".to_owned(),
+        Some(Err(e)) => e.to_string(),
+        Some(Ok(_)) => "unexpected answer".to_owned(),
+    }
+}
+
+/// [`failure_text`] of a read, whose job has an error of its own.
+pub fn read_failure_text<T>(
+    result: Option<Result<Result<T, StorageError>, StorageError>>,
+) -> String {
+    failure_text(result.map(|r| r.and_then(|inner| inner)))
+}
 
 /// Runs `start` with a reply callback and waits up to `timeout` for it to be
 /// called. `None` on timeout or if the callback was dropped without a call.

@@ -167,7 +167,7 @@ pub fn spawn(app: &Arc<App>, config: &Config) -> Result<Option<SipHandle>> {
         // milliseconds, and the pending verifications they hold expire
         // normally if one does not.
         set_line_up(app, &line.name, up, false);
-        tracing::info!(line = %line.name, %provider, %local, mode = ?line.mode, "sip line started");
+        tracing::info!(line = %line.name, %provider, %local, mode = line.mode.as_str(), "sip line started");
         clients.push(Client {
             line: line.name.clone(),
             kind,
@@ -404,7 +404,8 @@ impl Driver {
             }
             ClientKind::Ping(p) => {
                 if let Some(change) = p.handle_response(now, message) {
-                    tracing::info!(line = %client.line, ?change, "ping state changed");
+                    let state = if change == Change::Down { "down" } else { "up" };
+                    tracing::info!(line = %client.line, state, "ping state changed");
                 }
             }
         }
