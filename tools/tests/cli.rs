@@ -24,7 +24,7 @@ const RECEIVER: &str = env!("CARGO_BIN_EXE_dialproof-webhook-receiver");
 
 #[test]
 fn the_load_tool_refuses_remote_targets_unless_allowed() {
-    for target in ["https://93.184.216.34", "https://10.1.2.3:8443"] {
+    for target in ["https://198.51.100.7", "https://10.1.2.3:8443"] {
         let (code, text) = run(
             LOAD,
             &[

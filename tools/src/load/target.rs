@@ -197,9 +197,9 @@ mod tests {
         assert!(resolve("127.0.0.1:8443", "--target", false).is_ok());
         assert!(resolve("[::1]:8443", "--target", false).is_ok());
         assert!(resolve("localhost:8443", "--target", false).is_ok());
-        let err = resolve("93.184.216.34:443", "--target", false).unwrap_err();
+        let err = resolve("198.51.100.7:443", "--target", false).unwrap_err();
         assert!(err.to_string().contains("--allow-remote"), "{err}");
-        assert!(resolve("93.184.216.34:443", "--target", true).is_ok());
+        assert!(resolve("198.51.100.7:443", "--target", true).is_ok());
         let mapped: SocketAddr = "[::ffff:127.0.0.1]:1".parse().unwrap();
         assert!(check_loopback(&[mapped], "x", false).is_ok());
     }
@@ -214,7 +214,7 @@ mod tests {
         assert!(Target::new("https://127.0.0.1/api", None, Trust::Insecure, false).is_err());
         let v6 = Target::new("https://[::1]:8443", None, Trust::Insecure, false).unwrap();
         assert_eq!(v6.addr, "[::1]:8443".parse().unwrap());
-        let err = Target::new("https://93.184.216.34", None, Trust::Insecure, false).unwrap_err();
+        let err = Target::new("https://198.51.100.7", None, Trust::Insecure, false).unwrap_err();
         assert!(err.to_string().contains("not a loopback address"), "{err}");
     }
 }
