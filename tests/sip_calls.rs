@@ -321,7 +321,24 @@ fn options_get_200_and_garbage_is_dropped() {
         text.contains("Via: SIP/2.0/UDP 192.0.2.1;branch=z9hG4bKx"),
         "{text}"
     );
-    assert!(s.server.logs().contains("READY"));
+    // Nothing else comes back: no answer to any of the garbage.
+    sock.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    if let Ok((n, _)) = sock.recv_from(&mut buf) {
+        panic!(
+            "an answer besides the OPTIONS 200: {}",
+            String::from_utf8_lossy(&buf[..n])
+        );
+    }
+    // Dropped and counted: the SIP counters logged at shutdown show the
+    // three malformed datagrams (and no INVITE).
+    let mut server = s.server;
+    assert!(server.stop().success());
+    let stats = server
+        .wait_for_log(Duration::from_secs(5), |l| l.contains("sip stopped"))
+        .unwrap_or_else(|| panic!("no SIP counters at shutdown:\n{}", server.logs()));
+    assert!(stats.contains("sip_malformed=3 "), "{stats}");
+    assert!(stats.contains("sip_invites=0 "), "{stats}");
 }
 
 #[test]
