@@ -89,7 +89,15 @@ pub struct ServerConfig {
     /// How long a stop (SIGTERM) waits for requests in progress before it
     /// closes what is left (default [`SHUTDOWN_TIMEOUT_SECONDS_DEFAULT`]).
     pub shutdown_timeout_seconds: Option<u64>,
+    /// How long an idle keep-alive connection is kept between requests
+    /// (default [`IDLE_TIMEOUT_SECONDS_DEFAULT`], 1..=[`IDLE_TIMEOUT_SECONDS_MAX`]).
+    pub idle_timeout_seconds: Option<u64>,
 }
+
+/// The default of `[server] idle_timeout_seconds`.
+pub const IDLE_TIMEOUT_SECONDS_DEFAULT: u64 = 60;
+/// The longest `idle_timeout_seconds` accepted.
+pub const IDLE_TIMEOUT_SECONDS_MAX: u64 = 3600;
 
 /// The default of `[server] shutdown_timeout_seconds`.
 pub const SHUTDOWN_TIMEOUT_SECONDS_DEFAULT: u64 = 10;
@@ -104,6 +112,14 @@ impl ServerConfig {
             .unwrap_or(SHUTDOWN_TIMEOUT_SECONDS_DEFAULT)
             .min(SHUTDOWN_TIMEOUT_SECONDS_MAX);
         Duration::from_secs(s)
+    }
+
+    /// How long an idle keep-alive connection is kept (validated on load).
+    pub fn idle_timeout(&self) -> Duration {
+        Duration::from_secs(
+            self.idle_timeout_seconds
+                .unwrap_or(IDLE_TIMEOUT_SECONDS_DEFAULT),
+        )
     }
 }
 
@@ -295,6 +311,13 @@ impl Config {
         if let Some(w) = self.server.workers {
             if w == 0 || w > WORKERS_MAX {
                 bail!("server.workers must be 1..={WORKERS_MAX}, got {w}");
+            }
+        }
+        if let Some(s) = self.server.idle_timeout_seconds {
+            if !(1..=IDLE_TIMEOUT_SECONDS_MAX).contains(&s) {
+                bail!(
+                    "server.idle_timeout_seconds must be 1..={IDLE_TIMEOUT_SECONDS_MAX}, got {s}"
+                );
             }
         }
         if self.tls.cert.is_some() != self.tls.key.is_some() {

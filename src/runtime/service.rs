@@ -139,7 +139,10 @@ pub fn run(config_path: Option<PathBuf>) -> Result<()> {
         &data_dir,
     )?;
     let tls_config = tls::server_config(&cert, &key)?;
-    let limits = http::Limits::default();
+    let limits = http::Limits {
+        idle_timeout: config.server.idle_timeout(),
+        ..http::Limits::default()
+    };
     let api_app = app.clone();
     let https = listener::spawn_https(
         config.server.https_listen,

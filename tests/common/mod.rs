@@ -809,7 +809,16 @@ impl<S: Read + Write + SetTimeout> Conn<S> {
     /// `timeout`).
     pub fn is_closed_within(&mut self, timeout: Duration) -> bool {
         self.stream.set_timeout(Some(timeout));
-        let closed = matches!(self.fill(), Ok(0) | Err(_));
+        // A read that times out means the connection is still open; only
+        // an end of stream or a reset is a close.
+        let closed = match self.fill() {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(e) => !matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+            ),
+        };
         self.stream.set_timeout(Some(IO_TIMEOUT));
         closed
     }
