@@ -15,9 +15,11 @@ cd "$(dirname "$0")/.."
 # SIP provider in tests/sip_*.rs, kamailio as a real provider registrar in
 # tests/sip_kamailio.rs, python3 for the independent webhook signature
 # check in tests/webhooks_*.rs, unshare and ip for the tests that run in a
-# network namespace of their own (tests/common/netns.rs; they need root).
+# network namespace of their own (tests/common/netns.rs; they need root),
+# and /bin/kill (procps; the shell builtin does not count) for the signals
+# the tests send to the server.
 required=("chromium:chromium" "sipp:sip-tester" "kamailio:kamailio" "python3:python3"
-  "unshare:util-linux" "ip:iproute2")
+  "unshare:util-linux" "ip:iproute2" "/bin/kill:procps")
 need_pkgs=()
 for pair in "${required[@]}"; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need_pkgs+=("${pair#*:}")

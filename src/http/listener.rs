@@ -9,7 +9,7 @@
 //! Not for: HTTP parsing (`crate::http`) or the API (`crate::api`).
 
 use crate::http::{self, Limits, Request, Response};
-use std::io::{self, Read, Write};
+use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -55,46 +55,18 @@ impl Listening {
     }
 }
 
-/// A TLS stream over a may socket.
-struct TlsStream(rustls::StreamOwned<rustls::ServerConnection, may::net::TcpStream>);
+/// A TLS stream over a may socket: its read timeout is the socket's.
+type TlsStream = rustls::StreamOwned<rustls::ServerConnection, may::net::TcpStream>;
 
-impl Read for TlsStream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.0.read(buf)
-    }
-}
-impl Write for TlsStream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.0.write(buf)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        self.0.flush()
-    }
-}
 impl http::TimedStreamImpl for TlsStream {
     fn set_read_timeout(&mut self, dur: Option<Duration>) -> io::Result<()> {
-        self.0.sock.set_read_timeout(dur)
+        self.sock.set_read_timeout(dur)
     }
 }
 
-struct PlainStream(may::net::TcpStream);
-
-impl Read for PlainStream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.0.read(buf)
-    }
-}
-impl Write for PlainStream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.0.write(buf)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        self.0.flush()
-    }
-}
-impl http::TimedStreamImpl for PlainStream {
+impl http::TimedStreamImpl for may::net::TcpStream {
     fn set_read_timeout(&mut self, dur: Option<Duration>) -> io::Result<()> {
-        self.0.set_read_timeout(dur)
+        may::net::TcpStream::set_read_timeout(self, dur)
     }
 }
 
@@ -120,17 +92,17 @@ pub fn spawn_https(
         if tcp.set_read_timeout(Some(TLS_HANDSHAKE_TIMEOUT)).is_err() {
             return;
         }
-        let mut stream = TlsStream(rustls::StreamOwned::new(conn, tcp));
+        let mut stream: TlsStream = rustls::StreamOwned::new(conn, tcp);
         // Drive the handshake before the first request so a peer that never
         // finishes it is dropped by the handshake timeout.
-        while stream.0.conn.is_handshaking() {
-            if stream.0.conn.complete_io(&mut stream.0.sock).is_err() {
+        while stream.conn.is_handshaking() {
+            if stream.conn.complete_io(&mut stream.sock).is_err() {
                 return;
             }
         }
         http::serve(&mut stream, peer, &limits, &*handler, &draining);
-        stream.0.conn.send_close_notify();
-        let _ = stream.0.conn.complete_io(&mut stream.0.sock);
+        stream.conn.send_close_notify();
+        let _ = stream.conn.complete_io(&mut stream.sock);
     })
 }
 
@@ -144,7 +116,7 @@ pub fn spawn_plain(
 ) -> io::Result<Listening> {
     let draining = stop.clone();
     spawn_listener(addr, stop, move |tcp, peer| {
-        let mut stream = PlainStream(tcp);
+        let mut stream = tcp;
         http::serve(&mut stream, peer, &limits, &*handler, &draining);
     })
 }
