@@ -22,9 +22,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// A typical body. Its webhook URL is only validated (a public address, as
-/// clients send): the bench runs no webhook driver, so nothing is sent to it.
-const BODY: &[u8] = br#"{"phone":"+79123456789","webhook_url":"https://93.184.216.34/hooks/dialproof","client_ref":"order-42","info":"tariff basic","ttl_seconds":120}"#;
+/// A typical body. Its webhook URL is only checked for syntax (the bench
+/// resolves nothing and runs no webhook driver, so nothing is sent to it).
+const BODY: &[u8] = br#"{"phone":"+79123456789","webhook_url":"https://hooks.example.com/dialproof","client_ref":"order-42","info":"tariff basic","ttl_seconds":120}"#;
 
 fn table(numbers: usize) -> LeaseTable {
     let specs = (0..numbers)
@@ -57,7 +57,7 @@ fn row(i: u64, company_id: i64, api_key_id: i64) -> VerificationRow {
         pool: Pool::Domestic,
         client_ref: "order-42".into(),
         info: "tariff basic".into(),
-        webhook_url: "https://93.184.216.34/hooks/dialproof".into(),
+        webhook_url: "https://hooks.example.com/dialproof".into(),
         ttl_seconds: 120,
         status: Status::Pending,
         created_at: now,
