@@ -491,3 +491,59 @@ fn development_urls_skip_the_address_check() {
     .expect("dev URL set on a running service not applied within 3 s");
     assert_verification(&v);
 }
+
+#[test]
+fn a_body_that_is_not_json_by_its_content_type_gets_415_and_creates_nothing() {
+    let s = Server::with_pools(1, 1);
+    let token = s.new_client("acme");
+    let auth = format!("Bearer {token}");
+    let valid = body(RU_PHONE).to_string();
+    for (content_type, quoted) in [
+        (Some("text/plain"), "text/plain"),
+        (
+            Some("text/plain; charset=utf-8"),
+            "text/plain; charset=utf-8",
+        ),
+        (
+            Some("application/x-www-form-urlencoded"),
+            "application/x-www-form-urlencoded",
+        ),
+        (Some("text/json"), "text/json"),
+        (None, ""),
+    ] {
+        let mut headers = vec![("Authorization", auth.as_str())];
+        headers.extend(content_type.map(|ct| ("Content-Type", ct)));
+        let r = s.request("POST", COLLECTION, &headers, valid.as_bytes());
+        assert_eq!(r.status, 415, "{content_type:?}: {}", r.text());
+        assert_json_type(&r);
+        assert_eq!(
+            r.json(),
+            json!({ "detail": format!("Неподдерживаемый тип данных \"{quoted}\" в запросе.") }),
+            "{content_type:?}"
+        );
+    }
+    // An empty body is not parsed at all, whatever its type: the missing
+    // fields are reported (DRF treats it as `{}`).
+    let r = s.request(
+        "POST",
+        COLLECTION,
+        &[("Authorization", &auth), ("Content-Type", "text/plain")],
+        b"",
+    );
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.json().get("phone").is_some(), "{}", r.text());
+    // JSON in any case, with parameters, is parsed.
+    let r = s.request(
+        "POST",
+        COLLECTION,
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "Application/JSON; charset=utf-8"),
+        ],
+        valid.as_bytes(),
+    );
+    assert_eq!(r.status, 201, "{}", r.text());
+    // Nothing was taken by the refused bodies: the pool's one number went
+    // to the JSON create, and the next one finds none.
+    assert_eq!(s.create(&token, &body(RU_PHONE)).status, 503);
+}

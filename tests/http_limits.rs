@@ -95,19 +95,17 @@ fn keep_alive_serves_several_requests_on_one_tls_connection() {
         assert_eq!(g.json(), v);
     }
     // An error answer keeps the connection too.
-    let e = c.request("POST", COLLECTION, &[("Authorization", &auth)], b"{");
+    let json = [
+        ("Authorization", auth.as_str()),
+        ("Content-Type", "application/json"),
+    ];
+    let e = c.request("POST", COLLECTION, &json, b"{");
     assert_eq!(e.status, 400);
     let g = c.request("GET", &path, &[("Authorization", &auth)], b"");
     assert_eq!(g.status, 200);
     // Pipelined: two requests in one write, two answers in order.
     let mut both = build_request("GET", &path, &[("Authorization", &auth)], b"", true);
-    both.extend(build_request(
-        "POST",
-        COLLECTION,
-        &[("Authorization", &auth)],
-        b"[]",
-        true,
-    ));
+    both.extend(build_request("POST", COLLECTION, &json, b"[]", true));
     c.send(&both).unwrap();
     let first = c.read_response().unwrap();
     assert_eq!(first.status, 200, "{}", first.text());

@@ -8,7 +8,7 @@ use crate::runtime::metrics::Metrics;
 use crate::runtime::wait::{failure_text, read_failure_text, wait_for};
 use dialproof_engine::ids::{VerificationId, VerificationKey};
 use dialproof_engine::time::UnixMillis;
-use dialproof_engine::validate::{parse_create, CreateError, FieldErrors};
+use dialproof_engine::validate::{media_type, parse_create, CreateError, FieldErrors};
 use dialproof_engine::verification::{Event, Status};
 use dialproof_storage::{KeyRow, NewRejection, VerificationRow, WriteOp};
 use std::time::Duration;
@@ -50,6 +50,10 @@ fn server_error(app: &App) -> Response {
 }
 
 pub fn create(app: &App, req: &Request, key: &KeyRow, now: UnixMillis) -> Response {
+    if let Err(detail) = media_type::check_json(req.header("content-type"), req.body.len()) {
+        Metrics::inc(&app.metrics.creates_invalid);
+        return Response::detail(415, &detail);
+    }
     let company = app.keys.company(key.company_id);
     let parsed = parse_create(&req.body);
     let webhook_error = |url: &str| webhook_guard::check(app, company.as_ref(), url).err();
@@ -66,15 +70,14 @@ pub fn create(app: &App, req: &Request, key: &KeyRow, now: UnixMillis) -> Respon
             Metrics::inc(&app.metrics.creates_invalid);
             return Response::detail(400, &detail);
         }
-        Err(CreateError::Fields(mut errors)) => {
+        Err(CreateError::Fields {
+            mut errors,
+            webhook_url,
+        }) => {
             // DRF reports every field's errors together: when the URL itself
             // passed its field checks, the SSRF guard still runs on it.
-            if !errors.0.iter().any(|(f, _)| f == "webhook_url") {
-                if let Some(url) = raw_string_field(&req.body, "webhook_url") {
-                    if let Some(msg) = webhook_error(&url) {
-                        errors.add_in_field_order("webhook_url", msg);
-                    }
-                }
+            if let Some(msg) = webhook_url.as_deref().and_then(webhook_error) {
+                errors.add_in_field_order("webhook_url", msg);
             }
             return invalid(app, &errors);
         }
@@ -168,12 +171,6 @@ pub fn create(app: &App, req: &Request, key: &KeyRow, now: UnixMillis) -> Respon
 fn invalid(app: &App, errors: &FieldErrors) -> Response {
     Metrics::inc(&app.metrics.creates_invalid);
     Response::json(400, errors.to_json())
-}
-
-/// The string value of `field` in a JSON object body, if there is one.
-fn raw_string_field(body: &[u8], field: &str) -> Option<String> {
-    let v: serde_json::Value = serde_json::from_slice(body).ok()?;
-    v.get(field)?.as_str().map(str::to_owned)
 }
 
 pub fn read(app: &App, key: &KeyRow, id: &str) -> Response {

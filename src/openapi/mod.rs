@@ -209,6 +209,9 @@ enum CommonErrors {
             headers(("Location" = String, description = "/api/v1/verifications/<verification_id>/"))),
         (status = 400, description = "Invalid fields (`{field: [messages]}`) or malformed JSON \
             (`{detail}`)", body = BadRequest),
+        (status = 415, description = "A non-empty body whose `Content-Type` is not \
+            `application/json` (DRF's text, in Russian, quoting the header as sent)",
+            body = ErrorDetail),
         CommonErrors,
         (status = 503, description = "No dial number available for the phone's pool",
             body = NoNumberAvailable,
@@ -385,7 +388,7 @@ mod tests {
         };
         assert_eq!(
             codes("/api/v1/verifications/", "post"),
-            ["201", "400", "401", "403", "405", "429", "500", "503"]
+            ["201", "400", "401", "403", "405", "415", "429", "500", "503"]
         );
         assert_eq!(
             codes("/api/v1/verifications/{id}/", "get"),

@@ -29,9 +29,11 @@
 //!
 //! Not for: the SSRF guard on `webhook_url` (DNS lives in the binary; the
 //! pure part is [`crate::ssrf`]), authentication, rate limiting, or the
-//! HTTP layer's body-size and content-type rules.
+//! HTTP layer's body-size rule. The content-type rule is
+//! [`media_type::check_json`].
 
 mod json;
+pub mod media_type;
 pub mod messages;
 mod phone;
 mod pytext;
@@ -173,7 +175,13 @@ pub enum CreateError {
     /// The body is not JSON: the full `detail` text, `JSON parse error - ...`.
     Json(String),
     /// The body is JSON but not a valid request.
-    Fields(FieldErrors),
+    Fields {
+        errors: FieldErrors,
+        /// The URL, when its own field checks passed (DRF still runs the
+        /// SSRF guard on it and reports its message with the others), so
+        /// the caller never parses the body a second time.
+        webhook_url: Option<String>,
+    },
 }
 
 /// Validate a create-request body. See the module doc for every rule.
@@ -195,7 +203,10 @@ pub fn parse_create(body: &[u8]) -> Result<CreateRequest, CreateError> {
                 };
                 let mut errors = FieldErrors::default();
                 errors.add(messages::NON_FIELD_ERRORS, message);
-                return Err(CreateError::Fields(errors));
+                return Err(CreateError::Fields {
+                    errors,
+                    webhook_url: None,
+                });
             }
             Ok(Document::Object(members)) => members,
         }
@@ -219,6 +230,7 @@ pub fn parse_create(body: &[u8]) -> Result<CreateRequest, CreateError> {
             })
         }
         (phone, webhook_url, client_ref, info, ttl) => {
+            let checked_url = webhook_url.as_ref().ok().cloned();
             let failures = [
                 phone.err(),
                 webhook_url.err(),
@@ -232,7 +244,10 @@ pub fn parse_create(body: &[u8]) -> Result<CreateRequest, CreateError> {
                     errors.add(name, message);
                 }
             }
-            Err(CreateError::Fields(errors))
+            Err(CreateError::Fields {
+                errors,
+                webhook_url: checked_url,
+            })
         }
     }
 }

@@ -19,7 +19,7 @@ fn outcome(body: &[u8]) -> String {
                 serde_json::to_string(&detail).unwrap_or_default()
             )
         }
-        Err(CreateError::Fields(errors)) => errors.to_json(),
+        Err(CreateError::Fields { errors, .. }) => errors.to_json(),
     }
 }
 
@@ -242,7 +242,7 @@ fn all_field_errors_are_reported_together_in_declared_order() {
     assert_eq!(outcome(in_order.as_bytes()), want);
     assert_eq!(outcome(reversed.as_bytes()), want);
     match parse_create(in_order.as_bytes()) {
-        Err(CreateError::Fields(errors)) => {
+        Err(CreateError::Fields { errors, .. }) => {
             let names: Vec<&str> = errors.0.iter().map(|(f, _)| f.as_str()).collect();
             assert_eq!(names, FIELDS);
             assert_eq!(
