@@ -3,6 +3,8 @@
 //! and `/readyz`, on its own plain-HTTP address.
 
 mod common;
+mod common_sip;
+mod common_webhook;
 
 use common::*;
 use std::io::{Read, Write};
@@ -201,4 +203,157 @@ fn health_and_readiness() {
         get(ops, "/readyz"),
         (503, "not ready: storage is failing writes\n".to_owned())
     );
+}
+
+#[test]
+fn webhook_metrics_follow_a_delivery_and_a_failing_receiver() {
+    use common_sip::*;
+    use common_webhook::*;
+    let good = Receiver::start(Answer::Status(200));
+    let bad = Receiver::start(Answer::Status(500));
+    let (server, ops) = start(&format!(
+        "{FAST_RETRIES}{}",
+        sip_config(&trusted_line(5, 603))
+    ));
+    let v = server.cli(&["company", "create", "--name", "acme"]);
+    let company = v["id"].as_i64().unwrap().to_string();
+    for rx in [&good, &bad] {
+        server.cli(&["company", "dev-url", "add", &company, &rx.base()]);
+    }
+    let token = server.create_key(v["id"].as_i64().unwrap());
+    let dir = workdir();
+    let sf = scenario(
+        dir.path(),
+        "call.xml",
+        &[
+            ("FROM_HEADER", &from_user("89161234567")),
+            ("HEADERS", "X-Test: metrics"),
+            ("CODE", "603"),
+        ],
+    );
+    for rx in [&good, &bad] {
+        let created = server.create_ok(
+            &token,
+            &serde_json::json!({"phone": RU_PHONE, "webhook_url": rx.url("/hook")}),
+        );
+        let dial = created["dial_number"].as_str().unwrap();
+        let out = run_uac(dir.path(), &sf, sip_addr(&server), dial, "127.0.0.1", 1);
+        assert_sipp_ok(&out, dir.path(), &server);
+    }
+    good.wait_for("/hook", 1, std::time::Duration::from_secs(10));
+    // The failing receiver gets the schedule's three attempts (0, 1, 2 s),
+    // then the delivery is given up; the pending count is refreshed every
+    // 5 s.
+    bad.wait_for("/hook", 3, std::time::Duration::from_secs(15));
+    let settled = poll(std::time::Duration::from_secs(15), || {
+        let samples = parse_independently(&get(ops, "/metrics").1);
+        let done = value(&samples, "dialproof_webhook_deliveries_dead_total") == 1.0
+            && value(&samples, "dialproof_webhook_undelivered{}") == 0.0;
+        done.then_some(samples)
+    });
+    let samples = settled.unwrap_or_else(|| panic!("{}", get(ops, "/metrics").1));
+    let attempts = |outcome: &str| {
+        value(
+            &samples,
+            &format!("dialproof_webhook_attempts_total{{outcome={outcome}}}"),
+        )
+    };
+    assert_eq!(attempts("delivered"), 1.0);
+    assert_eq!(attempts("failed_answer"), 3.0);
+    assert_eq!(attempts("no_answer"), 0.0);
+    assert_eq!(
+        value(
+            &samples,
+            "dialproof_webhook_attempt_duration_seconds_count{}"
+        ),
+        4.0
+    );
+    assert_eq!(
+        value(
+            &samples,
+            "dialproof_webhook_delivery_latency_seconds_count{}"
+        ),
+        1.0
+    );
+    assert_eq!(value(&samples, "dialproof_webhook_queued{}"), 0.0);
+    assert_eq!(value(&samples, "dialproof_webhook_in_flight{}"), 0.0);
+    assert_eq!(
+        value(
+            &samples,
+            "dialproof_webhook_oldest_undelivered_age_seconds{}"
+        ),
+        0.0
+    );
+    // Per line: both calls released their numbers; one more create leases
+    // one of the line's five.
+    server.create_ok(&token, &body(RU_PHONE));
+    let samples = parse_independently(&get(ops, "/metrics").1);
+    let line = |state: &str| {
+        value(
+            &samples,
+            &format!("dialproof_line_numbers{{line=gw,state={state}}}"),
+        )
+    };
+    assert_eq!(
+        (line("free"), line("leased"), line("withheld")),
+        (4.0, 1.0, 0.0)
+    );
+}
+
+/// The metric names (`dialproof_*`, `process_*`) in a PromQL expression.
+fn metric_names(expr: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut rest = expr;
+    while let Some(at) = ["dialproof_", "process_"]
+        .iter()
+        .filter_map(|p| rest.find(p))
+        .min()
+    {
+        let tail = &rest[at..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(tail.len());
+        names.push(tail[..end].to_owned());
+        rest = &tail[end..];
+    }
+    names
+}
+
+#[test]
+fn the_grafana_dashboard_charts_only_metrics_the_service_exposes() {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/grafana/dialproof.json");
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("dashboard")).expect("JSON");
+    let (_server, ops) = start(&pools(1, 0));
+    let samples = parse_independently(&get(ops, "/metrics").1);
+    let exposed = |name: &str| {
+        samples.iter().any(|l| {
+            l.split_whitespace()
+                .nth(1)
+                .is_some_and(|s| s.starts_with(&format!("{name}{{")))
+        })
+    };
+    let mut charted = 0;
+    for panel in dashboard["panels"].as_array().expect("panels") {
+        if panel["type"] == "row" {
+            continue;
+        }
+        let targets = panel["targets"].as_array().expect("targets");
+        assert!(!targets.is_empty(), "{} has no query", panel["title"]);
+        for t in targets {
+            let expr = t["expr"].as_str().expect("expr");
+            let names = metric_names(expr);
+            assert!(!names.is_empty(), "{expr}");
+            for name in names {
+                assert!(
+                    exposed(&name),
+                    "{} charts {name}, not exposed",
+                    panel["title"]
+                );
+                charted += 1;
+            }
+        }
+    }
+    assert!(charted >= 20, "{charted}");
 }

@@ -9,7 +9,7 @@
 //! `dialproof_storage::StoreStats`).
 
 use crate::runtime::app::App;
-use crate::runtime::metrics::{Histogram, LATENCY_BUCKETS_SECONDS, ROUTES};
+use crate::runtime::metrics::{Histogram, LATENCY_BUCKETS_SECONDS, ROUTES, WEBHOOK_OUTCOMES};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -19,6 +19,7 @@ pub fn render(app: &App) -> String {
     numbers(&mut out, app);
     api(&mut out, app);
     sip(&mut out, app);
+    webhooks(&mut out, app);
     storage(&mut out, app);
     process(&mut out);
     out
@@ -56,6 +57,25 @@ fn numbers(out: &mut String, app: &App) {
                 "pool=\"{}\",sub_pool=\"{sub_pool}\",state=\"{state}\"",
                 s.pool.as_str()
             );
+            sample(out, name, &labels, n);
+        }
+    }
+    let name = "dialproof_line_numbers";
+    header(
+        out,
+        name,
+        "gauge",
+        "Configured dial numbers by line and state.",
+    );
+    let config = app.config.read().clone();
+    for s in app.leases.with_table(|t| t.line_stats()) {
+        let Some(line) = config.lines.get(s.line as usize) else {
+            continue;
+        };
+        let free = s.issuable.saturating_sub(s.leased.min(s.issuable));
+        let withheld = s.total.saturating_sub(s.issuable);
+        for (state, n) in [("free", free), ("leased", s.leased), ("withheld", withheld)] {
+            let labels = format!("line=\"{}\",state=\"{state}\"", escape(&line.name));
             sample(out, name, &labels, n);
         }
     }
@@ -100,6 +120,11 @@ fn api(out: &mut String, app: &App) {
             "Requests answered 500 for storage.",
             &m.storage_errors,
         ),
+        (
+            "dialproof_http_connections_reaped_total",
+            "Client connections the watchdog closed, blocked past their timeout.",
+            &crate::http::watchdog::REAPED,
+        ),
     ] {
         header(out, name, "counter", help);
         sample(out, name, "", get(c));
@@ -136,16 +161,83 @@ fn histogram(out: &mut String, name: &str, labels: &str, h: &Histogram) {
         let le = LATENCY_BUCKETS_SECONDS
             .get(i)
             .map_or("+Inf".to_owned(), |b| b.to_string());
-        sample(
-            out,
-            &format!("{name}_bucket"),
-            &format!("{labels},le=\"{le}\""),
-            count,
-        );
+        let labels = if labels.is_empty() {
+            format!("le=\"{le}\"")
+        } else {
+            format!("{labels},le=\"{le}\"")
+        };
+        sample(out, &format!("{name}_bucket"), &labels, count);
     }
     sample(out, &format!("{name}_sum"), labels, sum);
     let total = counts.last().copied().unwrap_or(0);
     sample(out, &format!("{name}_count"), labels, total);
+}
+
+fn webhooks(out: &mut String, app: &App) {
+    let m = &app.metrics.webhooks;
+    let name = "dialproof_webhook_attempts_total";
+    header(out, name, "counter", "Webhook attempts by outcome.");
+    for (outcome, c) in WEBHOOK_OUTCOMES.iter().zip(m.attempts.iter()) {
+        sample(out, name, &format!("outcome=\"{outcome}\""), get(c));
+    }
+    let name = "dialproof_webhook_deliveries_dead_total";
+    header(
+        out,
+        name,
+        "counter",
+        "Deliveries given up after the last attempt.",
+    );
+    sample(out, name, "", get(&m.dead));
+    let name = "dialproof_webhook_attempt_duration_seconds";
+    header(
+        out,
+        name,
+        "histogram",
+        "One webhook attempt's HTTP exchange.",
+    );
+    histogram(out, name, "", &m.attempt_duration);
+    let name = "dialproof_webhook_delivery_latency_seconds";
+    header(
+        out,
+        name,
+        "histogram",
+        "From the event's commit to the 2xx that delivered it.",
+    );
+    histogram(out, name, "", &m.delivery_latency);
+    for (name, help, g) in [
+        (
+            "dialproof_webhook_queued",
+            "Attempts queued for the sender threads.",
+            &m.queued,
+        ),
+        (
+            "dialproof_webhook_in_flight",
+            "Attempts dispatched and not yet recorded.",
+            &m.in_flight,
+        ),
+        (
+            "dialproof_webhook_undelivered",
+            "Outbox rows still pending (refreshed every 5 s).",
+            &m.undelivered,
+        ),
+    ] {
+        header(out, name, "gauge", help);
+        sample(out, name, "", get(g));
+    }
+    let oldest = get(&m.oldest_undelivered_at_ms);
+    let age = if oldest == 0 {
+        0.0
+    } else {
+        (app.now().0 - oldest as i64).max(0) as f64 / 1000.0
+    };
+    let name = "dialproof_webhook_oldest_undelivered_age_seconds";
+    header(
+        out,
+        name,
+        "gauge",
+        "Age of the oldest pending outbox row; 0 when none.",
+    );
+    sample(out, name, "", age);
 }
 
 fn sip(out: &mut String, app: &App) {

@@ -55,6 +55,43 @@ pub const ROUTES: [&str; 7] = [
     "create", "read", "cancel", "schema", "login", "docs", "other",
 ];
 
+/// Outcomes of one webhook attempt, as labelled in the exposition: a 2xx in
+/// time, an answer that is not a delivery (not 2xx, or too late), no answer
+/// at all (refused address, connect error, timeout).
+pub const WEBHOOK_OUTCOMES: [&str; 3] = ["delivered", "failed_answer", "no_answer"];
+
+/// The webhook pipeline: attempts, their time, and the gauges the driver
+/// keeps current.
+#[derive(Default)]
+pub struct WebhookMetrics {
+    /// Attempts per [`WEBHOOK_OUTCOMES`] entry.
+    pub attempts: [AtomicU64; WEBHOOK_OUTCOMES.len()],
+    /// Deliveries given up after their last attempt.
+    pub dead: AtomicU64,
+    /// One attempt's HTTP exchange.
+    pub attempt_duration: Histogram,
+    /// From the event's commit to the 2xx that delivered it.
+    pub delivery_latency: Histogram,
+    /// Gauge: attempts queued for the senders.
+    pub queued: AtomicU64,
+    /// Gauge: attempts dispatched and not yet recorded.
+    pub in_flight: AtomicU64,
+    /// Gauge: outbox rows still pending (refreshed every few seconds).
+    pub undelivered: AtomicU64,
+    /// Gauge: commit time (Unix ms) of the oldest pending row; 0 for none.
+    pub oldest_undelivered_at_ms: AtomicU64,
+}
+
+impl WebhookMetrics {
+    /// Counts one attempt: `outcome` indexes [`WEBHOOK_OUTCOMES`].
+    pub fn attempt(&self, outcome: usize, took: std::time::Duration) {
+        if let Some(c) = self.attempts.get(outcome) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+        self.attempt_duration.observe(took);
+    }
+}
+
 #[derive(Default)]
 pub struct Metrics {
     /// Request latency per route of [`ROUTES`], from the parsed request to
@@ -70,6 +107,7 @@ pub struct Metrics {
     pub expired: AtomicU64,
     pub failed: AtomicU64,
     pub storage_errors: AtomicU64,
+    pub webhooks: WebhookMetrics,
 }
 
 impl Metrics {

@@ -28,6 +28,7 @@ use dialproof_engine::webhook_schedule::{
     Dispatch, Limits, ReceiverKey, Recorded, Row, Scheduler, POLL_INTERVAL_MS,
 };
 use dialproof_storage::{CompanyRow, DeliveryRow, DeliveryState, Reader};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -39,6 +40,9 @@ const MESSAGES_PER_TURN_MAX: usize = 1024;
 /// Attempts dispatched and not yet recorded, in all: queued, being sent, or
 /// waiting for the writer. This also bounds the senders' report channel.
 pub const IN_FLIGHT_MAX: usize = 4 * SEND_QUEUE_MAX;
+/// How often the driver counts the pending outbox rows for the metrics
+/// (the count walks them, so not every turn).
+const UNDELIVERED_REFRESH_MS: i64 = 5_000;
 /// The longest sleep between turns (also the stop latency).
 const TURN_WAIT_MAX: Duration = Duration::from_millis(POLL_INTERVAL_MS as u64);
 
@@ -50,6 +54,8 @@ pub struct Driver {
     /// Messages received since the last turn, handled at its start.
     wakes: Vec<i64>,
     reports: Vec<Internal>,
+    /// When the pending rows were last counted for the metrics.
+    undelivered_counted_at: Option<UnixMillis>,
 }
 
 impl Driver {
@@ -65,6 +71,7 @@ impl Driver {
             scheduler: Scheduler::new(limits),
             wakes: Vec::new(),
             reports: Vec::new(),
+            undelivered_counted_at: None,
         }
     }
 
@@ -107,6 +114,31 @@ impl Driver {
             self.fetch(id, now);
         }
         self.dispatch();
+        self.gauges(now);
+    }
+
+    /// The metrics' view of the pipeline: the queue and in-flight counts
+    /// every turn, the pending rows every [`UNDELIVERED_REFRESH_MS`].
+    fn gauges(&mut self, now: UnixMillis) {
+        let m = &self.app.metrics.webhooks;
+        m.queued.store(self.jobs.len() as u64, Ordering::Relaxed);
+        m.in_flight
+            .store(self.scheduler.in_flight() as u64, Ordering::Relaxed);
+        let due = self
+            .undelivered_counted_at
+            .is_none_or(|at| now.0 - at.0 >= UNDELIVERED_REFRESH_MS);
+        if !due {
+            return;
+        }
+        self.undelivered_counted_at = Some(now);
+        match self.reader.undelivered() {
+            Ok(u) => {
+                m.undelivered.store(u.count, Ordering::Relaxed);
+                let oldest = u.oldest_created_at.map_or(0, |t| t.0.max(0) as u64);
+                m.oldest_undelivered_at_ms.store(oldest, Ordering::Relaxed);
+            }
+            Err(e) => tracing::warn!(error = %e, "counting pending webhook deliveries failed"),
+        }
     }
 
     /// Until the scheduler's next timeout, at most [`TURN_WAIT_MAX`]. The

@@ -20,6 +20,7 @@
 use super::vetting::VettingResolver;
 use super::Internal;
 use crate::runtime::app::App;
+use crate::runtime::metrics::Metrics;
 use crate::runtime::resolve::Resolver;
 use crossbeam_channel::{Receiver, Sender};
 use dialproof_engine::dev_urls::Policy;
@@ -138,6 +139,7 @@ fn attempt(app: &App, agents: &Agents, schedule: &Schedule, job: Job, done: &Sen
     };
     let verdict = classify(&outcome);
     let next = schedule.after_attempt(job.attempt_no, verdict, finished_at, rand::random());
+    count(app, &job, &exchange, verdict, next, started_at, finished_at);
     let (state, next_attempt_at) = match next {
         Next::Delivered => (DeliveryState::Delivered, None),
         Next::RetryAt(at) => (DeliveryState::Pending, Some(at)),
@@ -204,6 +206,36 @@ fn attempt(app: &App, agents: &Agents, schedule: &Schedule, job: Job, done: &Sen
     if let Err(e) = submitted {
         report(Err(e.to_string()));
     }
+}
+
+/// The attempt in the operators' metrics.
+fn count(
+    app: &App,
+    job: &Job,
+    exchange: &Exchange,
+    verdict: Verdict,
+    next: Next,
+    started_at: UnixMillis,
+    finished_at: UnixMillis,
+) {
+    let m = &app.metrics.webhooks;
+    let outcome = match (exchange.status, verdict) {
+        (None, _) => 2,
+        (Some(_), Verdict::Failed) => 1,
+        (Some(_), Verdict::Delivered) => 0,
+    };
+    m.attempt(outcome, millis(finished_at.0 - started_at.0));
+    match next {
+        Next::Delivered => m
+            .delivery_latency
+            .observe(millis(finished_at.0 - job.delivery.created_at.0)),
+        Next::Dead => Metrics::inc(&m.dead),
+        Next::RetryAt(_) => {}
+    }
+}
+
+fn millis(ms: i64) -> Duration {
+    Duration::from_millis(u64::try_from(ms).unwrap_or(0))
 }
 
 /// The secrets that sign now: the current one, and the previous one while

@@ -55,7 +55,7 @@ pub use deliveries::{
 pub use error::StorageError;
 pub use failpoints::{FailPoints, FAIL_POINT_NAMES};
 pub use ops::{Reply, WriteOp};
-pub use reader::{PendingLease, Reader, DUE_DELIVERIES_LIMIT_MAX};
+pub use reader::{PendingLease, Reader, Undelivered, DUE_DELIVERIES_LIMIT_MAX};
 pub use rows::{
     CompanyRow, DeliveryRow, DeliveryState, KeyRow, NewRejection, ReleasedLease, TransitionResult,
     VerificationRow,

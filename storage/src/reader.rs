@@ -195,6 +195,31 @@ impl Reader {
     }
 }
 
+/// How many outbox rows are still pending, and when the oldest was
+/// committed (`None` when there is none). For the operators' metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Undelivered {
+    pub count: u64,
+    pub oldest_created_at: Option<UnixMillis>,
+}
+
+impl Reader {
+    /// The pending outbox rows in all (see [`Undelivered`]). Walks the
+    /// pending rows (the `state` index finds them), so callers run it at a
+    /// slow cadence.
+    pub fn undelivered(&self) -> Result<Undelivered, StorageError> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT COUNT(*), MIN(created_at) FROM webhook_deliveries WHERE state = 'pending'",
+        )?;
+        let (count, oldest): (i64, Option<i64>) =
+            stmt.query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(Undelivered {
+            count: u64::try_from(count).unwrap_or(0),
+            oldest_created_at: oldest.map(UnixMillis),
+        })
+    }
+}
+
 /// The webhook sender's lookups (see `deliveries`).
 impl Reader {
     /// One outbox row by id.

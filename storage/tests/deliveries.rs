@@ -60,6 +60,9 @@ fn attempts_move_the_delivery_and_fill_the_log() {
     let id = t.delivery_id.expect("outbox row");
     let due = db.reader().due_deliveries(T0.plus_seconds(61), 10).unwrap();
     assert_eq!(due.len(), 1);
+    let undelivered = db.reader().undelivered().unwrap();
+    assert_eq!(undelivered.count, 1);
+    assert_eq!(undelivered.oldest_created_at, Some(due[0].created_at));
 
     record(&store, attempt(id, 1, None, DeliveryState::Pending)).unwrap();
     let d = db.reader().delivery(id).unwrap().unwrap();
@@ -81,6 +84,13 @@ fn attempts_move_the_delivery_and_fill_the_log() {
 
     record(&store, attempt(id, 2, Some(500), DeliveryState::Pending)).unwrap();
     record(&store, attempt(id, 3, Some(200), DeliveryState::Delivered)).unwrap();
+    assert_eq!(
+        db.reader().undelivered().unwrap(),
+        dialproof_storage::Undelivered {
+            count: 0,
+            oldest_created_at: None
+        }
+    );
     let d = db.reader().delivery(id).unwrap().unwrap();
     assert_eq!(
         (d.attempts, d.state, d.next_attempt_at),

@@ -203,6 +203,13 @@ impl SubPool {
         }
     }
 
+    /// Claimed bits of `word` under `mask`.
+    pub(super) fn claimed_in(&self, word: usize, mask: u64) -> usize {
+        self.leased.get(word).map_or(0, |w| {
+            (w.load(Ordering::Relaxed) & mask).count_ones() as usize
+        })
+    }
+
     /// (issuable, claimed) bit counts. A snapshot: words are read one by one.
     pub(super) fn counts(&self) -> (usize, usize) {
         let count = |words: &[AtomicU64]| -> usize {

@@ -34,6 +34,9 @@
 //! [`LeaseTable::leases`] over into it.
 
 mod bitmap;
+mod stats;
+
+pub use stats::{LineStats, PoolStats};
 #[cfg(all(test, not(loom)))]
 mod tests;
 
@@ -178,22 +181,6 @@ impl fmt::Display for RestoreError {
 
 impl std::error::Error for RestoreError {}
 
-/// Counts of one sub-pool, read word by word (a snapshot, not a transaction).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PoolStats {
-    pub pool: Pool,
-    /// `None` for the pool's shared sub-pool.
-    pub dedicated_to: Option<CompanyId>,
-    /// Numbers in the sub-pool, whatever their state.
-    pub total: usize,
-    /// Numbers that may be issued now (number active, line active and up),
-    /// leased or not.
-    pub issuable: usize,
-    /// Numbers leased now, issuable or not (a restored lease on a down line
-    /// counts here).
-    pub leased: usize,
-}
-
 struct SlotInfo {
     number: Box<str>,
     line: LineId,
@@ -204,6 +191,8 @@ struct SlotInfo {
 struct LineState {
     /// As last set; [`LeaseTable::set_line_up`] re-applies it until stable.
     up: AtomicBool,
+    /// Numbers of the line, active or not.
+    numbers: usize,
     /// (sub-pool, word, mask) of this line's active numbers, one entry per
     /// word. Empty for an inactive line, which never issues anything.
     issuable_words: Box<[(u32, u32, u64)]>,
@@ -314,11 +303,17 @@ impl LeaseTable {
                     .or_insert(0) |= mask;
             }
         }
+        let mut line_numbers = vec![0usize; lines.len()];
+        for spec in &numbers {
+            line_numbers[spec.line as usize] += 1;
+        }
         let lines = lines
             .iter()
             .zip(line_words)
-            .map(|(spec, words)| LineState {
+            .zip(line_numbers)
+            .map(|((spec, words), numbers)| LineState {
                 up: AtomicBool::new(spec.up),
+                numbers,
                 issuable_words: words
                     .into_iter()
                     .map(|((sub_pool, word), mask)| (sub_pool, word, mask))
@@ -515,27 +510,6 @@ impl LeaseTable {
                 state_is_live(state).then(|| (info.number.to_string(), state_generation(state)))
             })
             .collect()
-    }
-
-    /// Per sub-pool counts, ordered by pool, then shared before dedicated,
-    /// then by company. Both pools' shared sub-pools are always listed.
-    pub fn stats(&self) -> Vec<PoolStats> {
-        let mut stats: Vec<PoolStats> = self
-            .sub_pools
-            .iter()
-            .map(|sub_pool| {
-                let (issuable, leased) = sub_pool.counts();
-                PoolStats {
-                    pool: sub_pool.pool,
-                    dedicated_to: sub_pool.dedicated_to,
-                    total: sub_pool.len(),
-                    issuable,
-                    leased,
-                }
-            })
-            .collect();
-        stats.sort_by_key(|s| (s.pool, s.dedicated_to));
-        stats
     }
 }
 

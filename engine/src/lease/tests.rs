@@ -570,3 +570,33 @@ fn randomized_four_threads_never_hold_a_slot_twice() {
     assert_eq!(table.leases(), Vec::new());
     assert!(table.stats().iter().all(|s| s.leased == 0));
 }
+
+#[test]
+fn line_stats_count_each_lines_numbers_across_pools() {
+    let numbers = vec![
+        spec(Pool::Domestic, 0, 0),
+        spec(Pool::International, 1, 0),
+        NumberSpec {
+            active: false,
+            ..spec(Pool::Domestic, 2, 0)
+        },
+        spec(Pool::Domestic, 3, 1),
+    ];
+    let table = LeaseTable::new(vec![LINE_UP, LINE_UP], numbers).expect("valid");
+    let stats = |line: usize| table.line_stats()[line];
+    assert_eq!(table.line_stats().len(), 2);
+    assert_eq!(
+        (stats(0).total, stats(0).issuable, stats(0).leased),
+        (3, 2, 0)
+    );
+    let a = table.lease(Pool::International, 1).expect("free");
+    assert_eq!(table.line_of(a.slot), 0);
+    assert_eq!(stats(0).leased, 1);
+    assert_eq!((stats(1).total, stats(1).leased), (1, 0));
+    // Down: nothing issuable, the lease still counted.
+    table.set_line_up(0, false);
+    assert_eq!((stats(0).issuable, stats(0).leased), (0, 1));
+    assert!(table.release(a));
+    assert_eq!(stats(0).leased, 0);
+    assert_eq!(stats(1).line, 1);
+}
