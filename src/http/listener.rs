@@ -8,6 +8,7 @@
 //!
 //! Not for: HTTP parsing (`crate::http`) or the API (`crate::api`).
 
+use crate::http::watchdog::{Watchdog, Watched};
 use crate::http::{self, Limits, Request, Response};
 use std::io;
 use std::net::SocketAddr;
@@ -55,8 +56,8 @@ impl Listening {
     }
 }
 
-/// A TLS stream over a may socket: its read timeout is the socket's.
-type TlsStream = rustls::StreamOwned<rustls::ServerConnection, may::net::TcpStream>;
+/// A TLS stream over a watched may socket: its read timeout is the socket's.
+type TlsStream = rustls::StreamOwned<rustls::ServerConnection, Watched>;
 
 impl http::TimedStreamImpl for TlsStream {
     fn set_read_timeout(&mut self, dur: Option<Duration>) -> io::Result<()> {
@@ -64,9 +65,9 @@ impl http::TimedStreamImpl for TlsStream {
     }
 }
 
-impl http::TimedStreamImpl for may::net::TcpStream {
+impl http::TimedStreamImpl for Watched {
     fn set_read_timeout(&mut self, dur: Option<Duration>) -> io::Result<()> {
-        may::net::TcpStream::set_read_timeout(self, dur)
+        Watched::set_read_timeout(self, dur)
     }
 }
 
@@ -80,8 +81,8 @@ pub fn spawn_https(
     stop: Arc<AtomicBool>,
 ) -> io::Result<Listening> {
     let draining = stop.clone();
-    spawn_listener(addr, stop, move |tcp, peer| {
-        let _ = tcp.set_nodelay(true);
+    spawn_listener(addr, stop, move |mut tcp, peer| {
+        let _ = tcp.tcp().set_nodelay(true);
         let conn = match rustls::ServerConnection::new(tls.clone()) {
             Ok(c) => c,
             Err(e) => {
@@ -123,10 +124,11 @@ pub fn spawn_plain(
 
 fn spawn_listener<F>(addr: SocketAddr, stop: Arc<AtomicBool>, serve: F) -> io::Result<Listening>
 where
-    F: Fn(may::net::TcpStream, SocketAddr) + Send + Sync + 'static,
+    F: Fn(Watched, SocketAddr) + Send + Sync + 'static,
 {
     let listener = may::net::TcpListener::bind(addr)?;
     let local = listener.local_addr()?;
+    let watchdog = Watchdog::start(&local.to_string())?;
     let serve = Arc::new(serve);
     let open = Arc::new(AtomicUsize::new(0));
     let listening = Listening {
@@ -156,6 +158,7 @@ where
             }
             let serve = serve.clone();
             let open = open.clone();
+            let tcp = watchdog.watch(tcp);
             spawn_coroutine(move || {
                 serve(tcp, peer);
                 open.fetch_sub(1, Ordering::AcqRel);

@@ -16,6 +16,7 @@ pub mod redirect;
 mod request;
 mod response;
 pub mod tls;
+pub mod watchdog;
 
 pub use conn::{serve, Limits, TimedStream as TimedStreamImpl};
 pub use request::Request;
