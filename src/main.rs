@@ -1,36 +1,17 @@
-//! Dialproof: phone-ownership verification by inbound call.
-//!
-//! The binary is glue: it reads the configuration, opens storage, starts the
-//! listeners and threads, and runs the operator commands. Decisions live in
-//! `dialproof-engine`, persistence in `dialproof-storage`.
-//!
-//! Its folders are the runtime's parts:
-//! - `runtime/`: start, recovery, stop, the shared state and its threads
-//!   (commit consumer, expiry, control loop), configuration, lease table;
-//! - `http/`: listeners, TLS, the HTTP/1.1 layer, the port-80 redirect;
-//! - `api/`: the public API's routes, authentication, key cache, rate
-//!   limiters, dashboard sessions;
-//! - `openapi/`: the schema and the explorer;
-//! - `ops/`: the operators' listener (metrics, health, readiness);
-//! - `sip/`: the SIP socket, lines, calls;
-//! - `webhooks/`: the outbox driver and the HTTP senders;
-//! - `cli/`: the operator commands.
-
-mod api;
-mod cli;
-mod http;
-mod openapi;
-mod ops;
-mod runtime;
-mod sip;
-mod webhooks;
+//! The `dialproof` command: `serve` runs the service (`dialproof::runtime`),
+//! every other subcommand is an operator command (`dialproof::cli`).
 
 use clap::Parser;
+use dialproof::{cli, runtime};
 
 fn main() {
     let args = cli::Args::parse();
     init_logging(args.log_format);
-    if let Err(e) = cli::run(args) {
+    let result = match args.command {
+        cli::Command::Serve => runtime::service::run(cli::config_path(&args)),
+        _ => cli::run(args),
+    };
+    if let Err(e) = result {
         eprintln!("error: {e:#}");
         std::process::exit(1);
     }

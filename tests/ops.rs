@@ -298,6 +298,22 @@ fn webhook_metrics_follow_a_delivery_and_a_failing_receiver() {
         (line("free"), line("leased"), line("withheld")),
         (4.0, 1.0, 0.0)
     );
+    assert_eq!(value(&samples, "dialproof_sip_line_up{line=gw}"), 1.0);
+    // The line came up at start: its last change is a moment of this run;
+    // both calls' transactions were answered (held until their ACK + T4).
+    let changed = value(
+        &samples,
+        "dialproof_sip_line_last_change_timestamp_seconds{line=gw}",
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert!(
+        changed > now - 120.0 && changed <= now + 1.0,
+        "{changed} vs {now}"
+    );
+    assert!(value(&samples, "dialproof_sip_invite_transactions{}") <= 2.0);
 }
 
 /// The metric names (`dialproof_*`, `process_*`) in a PromQL expression.
@@ -325,7 +341,8 @@ fn the_grafana_dashboard_charts_only_metrics_the_service_exposes() {
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/grafana/dialproof.json");
     let dashboard: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&path).expect("dashboard")).expect("JSON");
-    let (_server, ops) = start(&pools(1, 0));
+    // With a SIP line, so the per-line series exist too.
+    let (_server, ops) = start(&common_sip::sip_config(&common_sip::trusted_line(2, 603)));
     let samples = parse_independently(&get(ops, "/metrics").1);
     let exposed = |name: &str| {
         samples.iter().any(|l| {

@@ -4,12 +4,14 @@
 //! of the block, and requests during the block do not extend it.
 //!
 //! The key's limit is lowered to 20 with the operator CLI so the block
-//! starts after 20 allowed requests and 20 refusals.
+//! starts after 20 allowed requests and 20 refusals. On virtual time
+//! (`common::virtual_time`): the `Retry-After` values are exact.
 
 mod common;
 
+use common::virtual_time::VirtualClock;
 use common::*;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const UNKNOWN: &str = "ver_00000000000000000000000000";
 
@@ -27,7 +29,8 @@ fn a_key_that_keeps_sending_is_blocked_for_300_seconds_and_the_block_is_not_exte
     let prefix = token[9..17].to_owned();
     let out = s.cli(&["key", "set-limit", &prefix, "20"]);
     assert_eq!(out["rate_limit_per_minute"], 20, "{out}");
-    s.launch();
+    let clock = VirtualClock::new();
+    s.launch_in_process(&clock);
     let other = s.new_client("bystander");
 
     let auth = format!("Bearer {token}");
@@ -36,7 +39,6 @@ fn a_key_that_keeps_sending_is_blocked_for_300_seconds_and_the_block_is_not_exte
     let mut send = || conn.request("GET", &path, &[("Authorization", auth.as_str())], b"");
 
     // The limit: 20 requests within the minute are answered.
-    let started = Instant::now();
     for i in 0..20 {
         let r = send();
         assert_eq!(r.status, 404, "request {}: {}", i + 1, r.text());
@@ -52,20 +54,13 @@ fn a_key_that_keeps_sending_is_blocked_for_300_seconds_and_the_block_is_not_exte
             i + 1
         );
     }
-    // The 20th refusal within 60 s starts the block.
-    assert!(
-        started.elapsed() < Duration::from_secs(50),
-        "the 40 requests must fit in one window for this test"
-    );
+    // The 20th refusal within 60 s starts the block (all 40 requests came
+    // at one virtual moment).
     let r = send();
     assert_eq!(r.status, 429, "20th refusal: {}", r.text());
     let first = retry_after(&r);
-    assert!(
-        (290..=300).contains(&first),
-        "the block's Retry-After is {first}, not about 300"
-    );
+    assert_eq!(first, 300, "the block's Retry-After");
     assert_eq!(r.detail(), throttled(first));
-    let block_started = Instant::now();
 
     // Keep sending during the block: every answer is 429 with the rest of
     // the block, and none of them pushes its end back.
@@ -78,17 +73,14 @@ fn a_key_that_keeps_sending_is_blocked_for_300_seconds_and_the_block_is_not_exte
         assert!(retry >= 240, "Retry-After {retry} during the block");
         last = retry;
     }
-    std::thread::sleep(Duration::from_millis(2500));
+    clock.advance(Duration::from_secs(10));
     let r = send();
     assert_eq!(r.status, 429, "{}", r.text());
-    let later = retry_after(&r);
-    let elapsed = block_started.elapsed().as_secs();
-    assert!(
-        later + 2 <= first,
-        "Retry-After {later} after {elapsed} s of a block that began at {first}: \
-         the requests during the block extended it"
+    assert_eq!(
+        retry_after(&r),
+        290,
+        "10 s into the block: the requests during it extended it"
     );
-    assert!(later >= 290 - elapsed - 1, "Retry-After {later}");
 
     // Another key is not affected.
     assert_eq!(s.get(&other, UNKNOWN).status, 404);
@@ -96,15 +88,16 @@ fn a_key_that_keeps_sending_is_blocked_for_300_seconds_and_the_block_is_not_exte
     // After the window has passed (every allowed and refused request is
     // older than 60 s) the key is still refused: it is the block, not the
     // window, that refuses it. One request only.
-    let wait = Duration::from_secs(62).saturating_sub(started.elapsed());
-    std::thread::sleep(wait);
+    clock.advance(Duration::from_secs(52));
     let r = s.get(&token, UNKNOWN);
     assert_eq!(r.status, 429, "after the window: {}", r.text());
-    let retry = retry_after(&r);
-    let elapsed = block_started.elapsed().as_secs();
-    assert!(
-        retry > 60 && retry + elapsed <= 301 && retry + elapsed >= 288,
-        "Retry-After {retry} {elapsed} s into a 300 s block"
-    );
-    assert_eq!(r.detail(), throttled(retry));
+    assert_eq!(retry_after(&r), 238, "62 s into a 300 s block");
+    assert_eq!(r.detail(), throttled(238));
+
+    // The block ends at its 300th second, and the key is served again.
+    clock.advance(Duration::from_secs(237));
+    assert_eq!(retry_after(&s.get(&token, UNKNOWN)), 1, "299 s in");
+    clock.advance(Duration::from_secs(1));
+    let r = s.get(&token, UNKNOWN);
+    assert_eq!(r.status, 404, "after the block: {}", r.text());
 }

@@ -114,6 +114,7 @@ fn a_session_gets_403_on_the_api_and_may_read_the_schema() {
     let both = [
         ("Cookie", cookie.as_str()),
         ("Authorization", auth.as_str()),
+        ("Content-Type", "application/json"),
     ];
     assert_eq!(
         server

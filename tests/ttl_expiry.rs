@@ -1,54 +1,49 @@
 //! TTL expiry: a pending verification (created, or restored by a restart)
 //! becomes `expired` once its TTL passes and its number is issued again; one
 //! whose TTL passed while the service was down is `expired` right after
-//! restart.
+//! restart. On virtual time (`common::virtual_time`): no test sleeps
+//! through a TTL.
 
 mod common;
 
+use common::virtual_time::VirtualClock;
 use common::*;
 use serde_json::{json, Value};
 use std::time::Duration;
 
-/// Polls GET (about every 2 s, well under the rate limit) until `v` is no
-/// longer pending; checks it did not expire early nor far too late.
-fn wait_expired(s: &Server, token: &str, v: &Value) -> Value {
+/// Moves the clock to just before `v`'s expiry (still pending after the
+/// expiry thread had time to look), then past it, and polls GET until the
+/// verification is expired; checks the fields did not change.
+fn wait_expired(s: &Server, clock: &VirtualClock, token: &str, v: &Value) -> Value {
     let id = v["verification_id"].as_str().unwrap();
     let expires_at = parse_utc(v["expires_at"].as_str().unwrap());
-    for _ in 0..60 {
-        let r = s.get(token, id);
-        assert_eq!(r.status, 200, "{}", r.text());
-        let g = r.json();
-        let now = now_millis();
-        match g["status"].as_str().unwrap() {
-            "pending" => assert!(
-                now < expires_at + 20_000,
-                "still pending 20 s after expires_at: {g}"
-            ),
-            "expired" => {
-                assert!(
-                    now >= expires_at - 1000,
-                    "expired {} ms before expires_at: {g}",
-                    expires_at - now
-                );
-                assert_verification(&g);
-                assert_eq!(g["completed_at"], Value::Null);
-                for f in [
-                    "verification_id",
-                    "phone",
-                    "dial_number",
-                    "created_at",
-                    "expires_at",
-                ] {
-                    assert_eq!(g[f], v[f], "{f}");
-                }
-                return g;
-            }
-            other => panic!("unexpected status {other}: {g}"),
-        }
-        let wait = (expires_at - now_millis()).clamp(200, 2000);
-        std::thread::sleep(Duration::from_millis(wait as u64));
+    let before = expires_at - 1000 - clock.now_millis();
+    if before > 0 {
+        clock.advance(Duration::from_millis(before as u64));
+        // The expiry thread looks at the clock at least every 0.5 s.
+        std::thread::sleep(Duration::from_millis(1200));
+        let g = s.get(token, id).json();
+        assert_eq!(g["status"], "pending", "expired a second early: {g}");
     }
-    panic!("{id} never expired");
+    clock.advance(Duration::from_millis(1001));
+    let g = poll(Duration::from_secs(10), || {
+        let g = s.get(token, id).json();
+        (g["status"] != "pending").then_some(g)
+    })
+    .unwrap_or_else(|| panic!("{id} not expired 10 s after its expires_at"));
+    assert_eq!(g["status"], "expired", "{g}");
+    assert_verification(&g);
+    assert_eq!(g["completed_at"], Value::Null);
+    for f in [
+        "verification_id",
+        "phone",
+        "dial_number",
+        "created_at",
+        "expires_at",
+    ] {
+        assert_eq!(g[f], v[f], "{f}");
+    }
+    g
 }
 
 /// Creates until a 201 (the release follows the expiry's commit closely).
@@ -65,14 +60,13 @@ fn ttl_expiry_releases_the_number() {
     // One number per pool. The international verification is restored by a
     // restart (its timer comes from recovery); the domestic one is created
     // after the restart (its timer comes from the create path).
-    let mut s = Server::with_pools(1, 1);
+    let (mut s, clock) = Server::start_virtual(&pools(1, 1));
     let token = s.new_client("acme");
     let restored = s.create_ok(
         &token,
         &json!({"phone": UK_PHONE, "webhook_url": WEBHOOK, "ttl_seconds": 30}),
     );
-    s.kill();
-    s.restart();
+    s.restart_in_process(&clock);
     assert_eq!(
         s.get(&token, restored["verification_id"].as_str().unwrap())
             .json(),
@@ -88,11 +82,11 @@ fn ttl_expiry_releases_the_number() {
     assert_eq!(s.create(&token, &body(RU_PHONE)).status, 503);
     assert_eq!(s.create(&token, &body(UK_PHONE)).status, 503);
 
-    let restored_expired = wait_expired(&s, &token, &restored);
+    let restored_expired = wait_expired(&s, &clock, &token, &restored);
     let again = create_soon(&s, &token, UK_PHONE);
     assert_eq!(again["dial_number"], restored["dial_number"]);
 
-    let expired = wait_expired(&s, &token, &v);
+    let expired = wait_expired(&s, &clock, &token, &v);
     let again = create_soon(&s, &token, RU_PHONE);
     assert_eq!(again["dial_number"], v["dial_number"]);
 
@@ -109,7 +103,7 @@ fn ttl_expiry_releases_the_number() {
 
 #[test]
 fn ttl_elapsed_while_down_is_expired_after_restart() {
-    let mut s = Server::with_pools(1, 0);
+    let (mut s, clock) = Server::start_virtual(&pools(1, 0));
     let token = s.new_client("acme");
     let v = s.create_ok(
         &token,
@@ -117,12 +111,11 @@ fn ttl_elapsed_while_down_is_expired_after_restart() {
     );
     let id = v["verification_id"].as_str().unwrap();
     let expires_at = parse_utc(v["expires_at"].as_str().unwrap());
-    s.kill();
-    let left = expires_at + 1000 - now_millis();
-    if left > 0 {
-        std::thread::sleep(Duration::from_millis(left as u64));
-    }
-    s.restart();
+    s.stop_in_process();
+    clock.advance(Duration::from_millis(
+        (expires_at + 1000 - clock.now_millis()) as u64,
+    ));
+    s.restart_in_process(&clock);
     // Recovery runs before the listeners open: no polling needed.
     let g = s.get(&token, id);
     assert_eq!(g.status, 200, "{}", g.text());

@@ -6,6 +6,7 @@
 mod common;
 mod common_webhook;
 
+use common::virtual_time::VirtualClock;
 use common::*;
 use common_webhook::*;
 use serde_json::{json, Value};
@@ -58,10 +59,13 @@ fn due_deliveries_resume_after_sigkill_and_restart() {
     let second = create("/second");
     s.kill();
 
-    // Down past the first's retry time and the second's expiry.
-    std::thread::sleep(Duration::from_secs(32));
+    // Down past the first's retry time and the second's expiry: the
+    // service comes back in this process on a clock 32 s ahead (virtual
+    // time, `common::virtual_time`), on the same database.
+    let clock = VirtualClock::new();
+    clock.advance(Duration::from_secs(32));
     let rx = Receiver::start_on(port, Answer::Status(200));
-    s.restart();
+    s.launch_in_process(&clock);
     let restarted = now_ms();
 
     // Without resumption the first delivery's next attempt would be an hour

@@ -5,7 +5,7 @@
 //! semantics): a key keeps a log of the times of its *allowed* requests in
 //! the window `(now - 60 s, now]`. A request is allowed, and recorded, while
 //! the log holds fewer entries than the limit (default
-//! [`DEFAULT_LIMIT_PER_MINUTE`] = 120); otherwise it is refused and not
+//! [`LIMIT_PER_MINUTE_DEFAULT`] = 120); otherwise it is refused and not
 //! recorded, with `Retry-After` = whole seconds (rounded up, at least 1)
 //! until the oldest recorded request leaves the window. So a 121st request
 //! within 60 s is refused even if the first 120 came within 10 s, and
@@ -38,7 +38,7 @@ use crate::time::UnixMillis;
 use std::collections::VecDeque;
 
 /// The spec's request rate per API key.
-pub const DEFAULT_LIMIT_PER_MINUTE: u32 = 120;
+pub const LIMIT_PER_MINUTE_DEFAULT: u32 = 120;
 /// The smallest per-minute limit; a configured 0 is treated as 1.
 pub const LIMIT_PER_MINUTE_MIN: u32 = 1;
 /// The largest per-minute limit; it bounds a key's log at 100k entries.

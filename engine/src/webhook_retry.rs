@@ -9,9 +9,9 @@
 //! the caller passes in; after the last attempt of the schedule the delivery
 //! is dead.
 //!
-//! The default schedule ([`DEFAULT_DELAYS_SECONDS`]) is in the class of the
+//! The default schedule ([`DELAYS_SECONDS_DEFAULT`]) is in the class of the
 //! best webhook senders: at once, then 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and
-//! 10 h, each delay varied by ±[`DEFAULT_JITTER_PERCENT`] %. That is 8
+//! 10 h, each delay varied by ±[`JITTER_PERCENT_DEFAULT`] %. That is 8
 //! attempts over about 27.6 hours, so a receiver that is down for a day
 //! still gets the event, and the jitter spreads a burst of failures (a
 //! receiver that was down for everyone) instead of retrying it in lockstep.
@@ -30,9 +30,9 @@ pub const RESPONSE_TIMEOUT_MS: i64 = 10_000;
 /// The delay before each attempt, in seconds, the first one counted from
 /// the commit of the event (0: at once), each later one from the end of the
 /// attempt before it.
-pub const DEFAULT_DELAYS_SECONDS: [u32; 8] = [0, 5, 300, 1800, 7200, 18_000, 36_000, 36_000];
+pub const DELAYS_SECONDS_DEFAULT: [u32; 8] = [0, 5, 300, 1800, 7200, 18_000, 36_000, 36_000];
 /// Each delay is varied by up to this many percent either way.
-pub const DEFAULT_JITTER_PERCENT: u8 = 10;
+pub const JITTER_PERCENT_DEFAULT: u8 = 10;
 /// The longest schedule accepted (a typo should not schedule a year of
 /// retries).
 pub const ATTEMPTS_MAX: usize = 32;
@@ -80,7 +80,7 @@ impl std::error::Error for ScheduleError {}
 impl Default for Schedule {
     fn default() -> Self {
         // The constants are within every limit.
-        Schedule::new(&DEFAULT_DELAYS_SECONDS, DEFAULT_JITTER_PERCENT)
+        Schedule::new(&DELAYS_SECONDS_DEFAULT, JITTER_PERCENT_DEFAULT)
             .unwrap_or_else(|_| unreachable!("the default schedule is valid"))
     }
 }
@@ -262,7 +262,7 @@ mod tests {
                 match s.after_attempt(attempt, Verdict::Failed, end, xorshift(&mut rng)) {
                     Next::RetryAt(at) => {
                         let delay = (at.0 - end.0) as f64 / 1000.0;
-                        let nominal = f64::from(DEFAULT_DELAYS_SECONDS[attempt as usize]);
+                        let nominal = f64::from(DELAYS_SECONDS_DEFAULT[attempt as usize]);
                         assert!(
                             (delay - nominal).abs() <= nominal * 0.10 + 0.001,
                             "attempt {} delay {delay} s vs {nominal} s",

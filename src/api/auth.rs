@@ -1,8 +1,8 @@
 //! Bearer-key authentication against the in-memory key cache.
 
 use super::texts;
+use super::Api;
 use crate::http::{Request, Response};
-use crate::runtime::app::App;
 use dialproof_engine::apikey::{parse_token, verify_secret};
 use dialproof_engine::time::UnixMillis;
 use dialproof_storage::KeyRow;
@@ -17,7 +17,7 @@ fn unauthorized(text: &str) -> Response {
 /// header whose token is malformed, unknown or revoked is "invalid key". The
 /// spec asks for exactly one space after `Bearer`; the scheme name itself is
 /// case-insensitive (RFC 7235).
-pub fn authenticate(app: &App, req: &Request, now: UnixMillis) -> Result<KeyRow, Response> {
+pub fn authenticate(ctx: &Api, req: &Request, now: UnixMillis) -> Result<KeyRow, Response> {
     if req.header_count("authorization") > 1 {
         return Err(unauthorized(texts::INVALID_KEY));
     }
@@ -37,7 +37,7 @@ pub fn authenticate(app: &App, req: &Request, now: UnixMillis) -> Result<KeyRow,
     let Some(parsed) = parse_token(token) else {
         return Err(unauthorized(texts::INVALID_KEY));
     };
-    let Some(key) = app.keys.key_or_refresh(parsed.prefix, now) else {
+    let Some(key) = ctx.keys.key_or_refresh(parsed.prefix, now) else {
         return Err(unauthorized(texts::INVALID_KEY));
     };
     if key.revoked_at.is_some() || !verify_secret(parsed.secret, &key.secret_hash) {

@@ -10,7 +10,7 @@
 //!
 //! Not for: verifying rate limits (see `crate::api::rate_limiters`) or persisting keys.
 
-use crate::runtime::wait::wait_for;
+use crate::shared::wait::wait_for;
 use dialproof_engine::time::UnixMillis;
 use dialproof_engine::CompanyId;
 use dialproof_storage::{CompanyRow, KeyRow, StorageError, Store};

@@ -10,10 +10,10 @@
 //!
 //! Not for: recognising sessions on later requests (`crate::api::sessions`).
 
+use super::Api;
 use crate::api::sessions;
 use crate::http::{Request, Response};
-use crate::runtime::app::App;
-use crate::runtime::wait::wait_for;
+use crate::shared::wait::wait_for;
 use dialproof_engine::ratelimit::{throttled_detail, Decision};
 use dialproof_storage::{NewSession, WriteOp};
 use serde_json::{json, Value};
@@ -44,13 +44,13 @@ fn dummy_hash() -> &'static str {
     })
 }
 
-pub fn login(app: &App, req: &Request) -> Response {
-    let now = app.now();
+pub fn login(ctx: &Api, req: &Request) -> Response {
+    let now = ctx.now();
     let bucket = format!("login:{}", req.peer.ip());
     if let Decision::Refuse {
         retry_after_seconds,
         ..
-    } = app.limiters.check(&bucket, now, LOGIN_PER_MINUTE)
+    } = ctx.limiters.check(&bucket, now, LOGIN_PER_MINUTE)
     {
         return envelope(
             429,
@@ -73,12 +73,12 @@ pub fn login(app: &App, req: &Request) -> Response {
 
     let user = wait_for(STORAGE_WAIT, |reply| {
         let email = email.clone();
-        app.store.read(move |r| r.user_by_email(&email), reply)
+        ctx.store.read(move |r| r.user_by_email(&email), reply)
     });
     let user = match user {
         Some(Ok(Ok(u))) => u,
         other => {
-            let error = crate::runtime::wait::read_failure_text(other);
+            let error = crate::shared::wait::read_failure_text(other);
             tracing::error!(%error, "user lookup failed");
             return envelope(500, "internal_error", super::texts::SERVER_ERROR, None);
         }
@@ -87,7 +87,7 @@ pub fn login(app: &App, req: &Request) -> Response {
         .as_ref()
         .map(|u| u.password_hash.clone())
         .unwrap_or_else(|| dummy_hash().to_owned());
-    let matches = app.offload.run(HASH_WAIT, move || {
+    let matches = ctx.offload.run(HASH_WAIT, move || {
         sessions::verify_password(&password, &phc)
     });
     let user = match (matches, user) {
@@ -116,7 +116,7 @@ pub fn login(app: &App, req: &Request) -> Response {
         expires_at,
     };
     let stored = wait_for(STORAGE_WAIT, |reply| {
-        if let Err(e) = app.store.submit(WriteOp::InsertSession { session, reply }) {
+        if let Err(e) = ctx.store.submit(WriteOp::InsertSession { session, reply }) {
             tracing::error!(error = %e, "session not queued");
         }
     });

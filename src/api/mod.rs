@@ -14,9 +14,40 @@ mod verifications;
 pub(crate) mod webhook_guard;
 
 use crate::http::{Request, Response};
-use crate::runtime::app::App;
-use crate::runtime::metrics::Metrics;
+use crate::shared::clock::Clock;
+use crate::shared::leases::Leases;
+use crate::shared::metrics::Metrics;
+use crate::shared::offload::Offload;
+use crate::shared::resolve::Resolver;
 use dialproof_engine::ratelimit::{throttled_detail, Decision};
+use dialproof_engine::time::UnixMillis;
+use dialproof_storage::Store;
+use key_cache::KeyCache;
+use rate_limiters::RateLimiters;
+use std::sync::Arc;
+
+/// What the public API's handlers may touch, handed over at start-up: the
+/// store, the lease table, the keys and their windows, the resolver for the
+/// SSRF guard, the hashing threads, the clock and the counters. Nothing of
+/// SIP, the webhook pipeline or the configuration.
+pub struct Api {
+    pub store: Store,
+    pub leases: Arc<Leases>,
+    pub keys: Arc<KeyCache>,
+    pub limiters: Arc<RateLimiters>,
+    pub resolver: Resolver,
+    /// Threads for CPU-heavy work (password hashing).
+    pub offload: Offload,
+    pub clock: Clock,
+    pub metrics: Arc<Metrics>,
+}
+
+impl Api {
+    /// Now, on the service's one clock.
+    pub fn now(&self) -> UnixMillis {
+        self.clock.now()
+    }
+}
 
 /// The resource a path names.
 #[derive(Debug, PartialEq, Eq)]
@@ -85,13 +116,13 @@ fn route_exact(path: &str) -> Option<Route<'_>> {
 }
 
 /// Entry point for every HTTPS request: routes it and times it per route.
-pub fn handle(app: &App, req: &Request) -> Response {
-    Metrics::inc(&app.metrics.http_requests);
+pub fn handle(ctx: &Api, req: &Request) -> Response {
+    Metrics::inc(&ctx.metrics.http_requests);
     let started = std::time::Instant::now();
     let routed = route(&req.path);
     let timed = route_index(&routed);
-    let response = dispatch(app, req, routed);
-    app.metrics.latency[timed].observe(started.elapsed());
+    let response = dispatch(ctx, req, routed);
+    ctx.metrics.latency[timed].observe(started.elapsed());
     response
 }
 
@@ -108,9 +139,9 @@ fn route_index(routed: &Routed<'_>) -> usize {
     }
 }
 
-fn dispatch(app: &App, req: &Request, routed: Routed<'_>) -> Response {
+fn dispatch(ctx: &Api, req: &Request, routed: Routed<'_>) -> Response {
     match routed {
-        Routed::Api(r) => endpoint(app, req, r),
+        Routed::Api(r) => endpoint(ctx, req, r),
         Routed::AddSlash => {
             let mut location = format!("{}/", req.path);
             if let Some(q) = &req.query {
@@ -119,7 +150,7 @@ fn dispatch(app: &App, req: &Request, routed: Routed<'_>) -> Response {
             }
             Response::json(301, "{}").with_header("Location", location)
         }
-        Routed::Login => login::login(app, req),
+        Routed::Login => login::login(ctx, req),
         Routed::Docs(file) => crate::openapi::docs::serve(file)
             .unwrap_or_else(|| Response::detail(404, texts::NOT_FOUND)),
         Routed::NotFound => Response::detail(404, texts::NOT_FOUND),
@@ -133,21 +164,21 @@ enum Caller {
     Session(dialproof_storage::SessionUser),
 }
 
-fn endpoint(app: &App, req: &Request, route: Route<'_>) -> Response {
-    let now = app.now();
-    let caller = match auth::authenticate(app, req, now) {
+fn endpoint(ctx: &Api, req: &Request, route: Route<'_>) -> Response {
+    let now = ctx.now();
+    let caller = match auth::authenticate(ctx, req, now) {
         Ok(k) => Caller::Key(k),
         // With no Authorization header at all, a live dashboard session
         // authenticates; a bad bearer header is a 401 whatever the cookies.
         Err(resp) => match req
             .header("authorization")
             .is_none()
-            .then(|| sessions::session_user(app, req, now))
+            .then(|| sessions::session_user(ctx, req, now))
             .flatten()
         {
             Some(user) => Caller::Session(user),
             None => {
-                Metrics::inc(&app.metrics.auth_failures);
+                Metrics::inc(&ctx.metrics.auth_failures);
                 tracing::debug!(peer = %req.peer, path = %req.path, "authentication failed");
                 return resp;
             }
@@ -159,12 +190,12 @@ fn endpoint(app: &App, req: &Request, route: Route<'_>) -> Response {
         Caller::Key(key) => {
             let limit = key
                 .rate_limit_per_minute
-                .unwrap_or(dialproof_engine::ratelimit::DEFAULT_LIMIT_PER_MINUTE);
+                .unwrap_or(dialproof_engine::ratelimit::LIMIT_PER_MINUTE_DEFAULT);
             (key.prefix.clone(), limit, Some(key))
         }
         Caller::Session(user) if route == Route::Schema => (
             format!("user:{}", user.user_id),
-            dialproof_engine::ratelimit::DEFAULT_LIMIT_PER_MINUTE,
+            dialproof_engine::ratelimit::LIMIT_PER_MINUTE_DEFAULT,
             None,
         ),
         Caller::Session(_) => return Response::detail(403, texts::KEY_REQUIRED),
@@ -172,9 +203,9 @@ fn endpoint(app: &App, req: &Request, route: Route<'_>) -> Response {
     if let Decision::Refuse {
         retry_after_seconds,
         blocked,
-    } = app.limiters.check(&bucket, now, limit)
+    } = ctx.limiters.check(&bucket, now, limit)
     {
-        Metrics::inc(&app.metrics.throttled);
+        Metrics::inc(&ctx.metrics.throttled);
         if blocked {
             tracing::warn!(caller = %bucket, retry_after_seconds, "request from a blocked caller");
         }
@@ -182,8 +213,8 @@ fn endpoint(app: &App, req: &Request, route: Route<'_>) -> Response {
             .with_header("Retry-After", retry_after_seconds.to_string());
     }
     if let Some(key) = &key {
-        if app.limiters.should_touch(&key.prefix, now) {
-            let _ = app.store.submit(dialproof_storage::WriteOp::TouchKey {
+        if ctx.limiters.should_touch(&key.prefix, now) {
+            let _ = ctx.store.submit(dialproof_storage::WriteOp::TouchKey {
                 key_id: key.id,
                 at: now,
             });
@@ -205,9 +236,9 @@ fn endpoint(app: &App, req: &Request, route: Route<'_>) -> Response {
         return Response::detail(403, texts::KEY_REQUIRED);
     };
     match route {
-        Route::Collection => verifications::create(app, req, &key, now),
-        Route::Item(id) => verifications::read(app, &key, id),
-        Route::Cancel(id) => verifications::cancel(app, &key, id, now),
+        Route::Collection => verifications::create(ctx, req, &key, now),
+        Route::Item(id) => verifications::read(ctx, &key, id),
+        Route::Cancel(id) => verifications::cancel(ctx, &key, id, now),
         Route::Schema => Response::json(200, crate::openapi::schema_json()),
     }
 }

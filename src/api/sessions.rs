@@ -3,15 +3,15 @@
 //! A session is the "other mechanism" of the spec's 403: a request that
 //! carries a live session cookie but no bearer key is authenticated, yet not
 //! allowed on the key-only endpoints. Passwords are Argon2id (PHC strings);
-//! hashing costs ~25 ms of CPU, so it runs on the [`crate::runtime::offload`] pool,
+//! hashing costs ~25 ms of CPU, so it runs on the [`crate::shared::offload`] pool,
 //! never on a worker thread that serves other connections. Session tokens
 //! are 256 random bits; only their SHA-256 is stored.
 //!
 //! Not for: the login endpoint's HTTP handling (`crate::api::login`).
 
+use super::Api;
 use crate::http::Request;
-use crate::runtime::app::App;
-use crate::runtime::wait::wait_for;
+use crate::shared::wait::wait_for;
 use argon2::password_hash::{rand_core::OsRng, PasswordHash, PasswordHasher, SaltString};
 use argon2::{Argon2, PasswordVerifier};
 use dialproof_engine::time::UnixMillis;
@@ -86,15 +86,15 @@ pub fn token_from(req: &Request) -> Option<&str> {
 }
 
 /// The user of the request's live session, if it has one.
-pub fn session_user(app: &App, req: &Request, now: UnixMillis) -> Option<SessionUser> {
+pub fn session_user(ctx: &Api, req: &Request, now: UnixMillis) -> Option<SessionUser> {
     let hash = token_hash(token_from(req)?);
     let found = wait_for(SESSION_LOOKUP_WAIT, |reply| {
-        app.store.read(move |r| r.session_user(&hash, now), reply)
+        ctx.store.read(move |r| r.session_user(&hash, now), reply)
     });
     match found {
         Some(Ok(Ok(user))) => user,
         other => {
-            let error = crate::runtime::wait::read_failure_text(other);
+            let error = crate::shared::wait::read_failure_text(other);
             tracing::warn!(%error, "session lookup failed");
             None
         }

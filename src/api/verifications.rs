@@ -1,14 +1,16 @@
 //! The three verification endpoints: create, read and cancel.
 
+use super::Api;
 use super::{texts, webhook_guard};
 use crate::http::{Request, Response};
 use crate::openapi::{NoNumberAvailable, Verification};
-use crate::runtime::app::App;
-use crate::runtime::metrics::Metrics;
-use crate::runtime::wait::{failure_text, read_failure_text, wait_for};
+use crate::shared::metrics::Metrics;
+use crate::shared::wait::{failure_text, read_failure_text, wait_for};
 use dialproof_engine::ids::{VerificationId, VerificationKey};
 use dialproof_engine::time::UnixMillis;
-use dialproof_engine::validate::{media_type, parse_create, CreateError, FieldErrors};
+use dialproof_engine::validate::{
+    media_type, parse_create, CreateError, CreateRequest, FieldErrors,
+};
 use dialproof_engine::verification::{Event, Status};
 use dialproof_storage::{KeyRow, NewRejection, VerificationRow, WriteOp};
 use std::time::Duration;
@@ -44,31 +46,45 @@ fn render(row: &VerificationRow) -> String {
     serde_json::to_string(&body).unwrap_or_default()
 }
 
-fn server_error(app: &App) -> Response {
-    Metrics::inc(&app.metrics.storage_errors);
+fn server_error(ctx: &Api) -> Response {
+    Metrics::inc(&ctx.metrics.storage_errors);
     Response::detail(500, texts::SERVER_ERROR)
 }
 
-pub fn create(app: &App, req: &Request, key: &KeyRow, now: UnixMillis) -> Response {
+pub fn create(ctx: &Api, req: &Request, key: &KeyRow, now: UnixMillis) -> Response {
     if let Err(detail) = media_type::check_json(req.header("content-type"), req.body.len()) {
-        Metrics::inc(&app.metrics.creates_invalid);
+        Metrics::inc(&ctx.metrics.creates_invalid);
         return Response::detail(415, &detail);
     }
-    let company = app.keys.company(key.company_id);
-    let parsed = parse_create(&req.body);
-    let webhook_error = |url: &str| webhook_guard::check(app, company.as_ref(), url).err();
-    let input = match parsed {
-        Ok(input) => {
-            if let Some(msg) = webhook_error(&input.webhook_url) {
+    let input = match validated(ctx, req, key) {
+        Ok(input) => input,
+        Err(answer) => return answer,
+    };
+    let Some((dial_number, generation)) = ctx.leases.lease(input.pool, key.company_id) else {
+        return reject_no_number(ctx, key, &input, now);
+    };
+    let id = VerificationKey::new(now, rand::random::<u128>()).id();
+    let row = new_row(&id, key, input, (dial_number, generation), now);
+    commit_created(ctx, key, row)
+}
+
+/// The body parsed once and every field checked, the webhook URL against
+/// the SSRF guard too; else the 400 answer.
+fn validated(ctx: &Api, req: &Request, key: &KeyRow) -> Result<CreateRequest, Response> {
+    let company = ctx.keys.company(key.company_id);
+    let webhook_error = |url: &str| webhook_guard::check(ctx, company.as_ref(), url).err();
+    match parse_create(&req.body) {
+        Ok(input) => match webhook_error(&input.webhook_url) {
+            Some(msg) => {
                 let mut errors = FieldErrors::default();
                 errors.add("webhook_url", msg);
-                return invalid(app, &errors);
+                Err(invalid(ctx, &errors))
             }
-            input
-        }
+            None => Ok(input),
+        },
         Err(CreateError::Json(detail)) => {
-            Metrics::inc(&app.metrics.creates_invalid);
-            return Response::detail(400, &detail);
+            Metrics::inc(&ctx.metrics.creates_invalid);
+            Err(Response::detail(400, &detail))
         }
         Err(CreateError::Fields {
             mut errors,
@@ -79,45 +95,55 @@ pub fn create(app: &App, req: &Request, key: &KeyRow, now: UnixMillis) -> Respon
             if let Some(msg) = webhook_url.as_deref().and_then(webhook_error) {
                 errors.add_in_field_order("webhook_url", msg);
             }
-            return invalid(app, &errors);
+            Err(invalid(ctx, &errors))
         }
-    };
+    }
+}
 
-    let Some((dial_number, generation)) = app.leases.lease(input.pool, key.company_id) else {
-        Metrics::inc(&app.metrics.creates_rejected_no_number);
-        tracing::warn!(
-            key = %key.prefix,
-            company_id = key.company_id,
-            pool = input.pool.as_str(),
-            "no dial number available; create rejected with 503"
-        );
-        let _ = app.store.submit(WriteOp::InsertRejection(NewRejection {
-            company_id: key.company_id,
-            api_key_id: key.id,
-            phone: input.phone.clone(),
-            pool: input.pool,
-            reason: texts::NO_NUMBER_REASON.to_owned(),
-            at: now,
-        }));
-        let body = NoNumberAvailable {
-            error: texts::NO_NUMBER_CODE,
-            message: texts::NO_NUMBER_MESSAGE,
-            retry_after: texts::NO_NUMBER_RETRY_AFTER_SECONDS,
-        };
-        let body = serde_json::to_string(&body).unwrap_or_default();
-        return Response::json(503, body).with_header(
-            "Retry-After",
-            texts::NO_NUMBER_RETRY_AFTER_SECONDS.to_string(),
-        );
+/// The spec's 503: no number qualifies. The rejection is recorded as a row
+/// for the dashboard's totals, and logged at WARNING.
+fn reject_no_number(ctx: &Api, key: &KeyRow, input: &CreateRequest, now: UnixMillis) -> Response {
+    Metrics::inc(&ctx.metrics.creates_rejected_no_number);
+    tracing::warn!(
+        key = %key.prefix,
+        company_id = key.company_id,
+        pool = input.pool.as_str(),
+        "no dial number available; create rejected with 503"
+    );
+    let _ = ctx.store.submit(WriteOp::InsertRejection(NewRejection {
+        company_id: key.company_id,
+        api_key_id: key.id,
+        phone: input.phone.clone(),
+        pool: input.pool,
+        reason: texts::NO_NUMBER_REASON.to_owned(),
+        at: now,
+    }));
+    let body = NoNumberAvailable {
+        error: texts::NO_NUMBER_CODE,
+        message: texts::NO_NUMBER_MESSAGE,
+        retry_after: texts::NO_NUMBER_RETRY_AFTER_SECONDS,
     };
+    let body = serde_json::to_string(&body).unwrap_or_default();
+    Response::json(503, body).with_header(
+        "Retry-After",
+        texts::NO_NUMBER_RETRY_AFTER_SECONDS.to_string(),
+    )
+}
 
-    let id = VerificationKey::new(now, rand::random::<u128>()).id();
-    let row = VerificationRow {
+/// The pending row of a new verification on its leased number.
+fn new_row(
+    id: &VerificationId,
+    key: &KeyRow,
+    input: CreateRequest,
+    (dial_number, generation): (String, u32),
+    now: UnixMillis,
+) -> VerificationRow {
+    VerificationRow {
         id: id.as_str().to_owned(),
         company_id: key.company_id,
         api_key_id: key.id,
         phone: input.phone,
-        dial_number: dial_number.clone(),
+        dial_number,
         pool: input.pool,
         client_ref: input.client_ref,
         info: input.info,
@@ -130,11 +156,22 @@ pub fn create(app: &App, req: &Request, key: &KeyRow, now: UnixMillis) -> Respon
         caller_id: String::new(),
         lease_generation: generation,
         failure_reason: None,
-    };
+    }
+}
+
+/// Submits the row and answers 201 only after its COMMIT. Its expiry is
+/// scheduled by the commit consumer when the row commits (also after a
+/// timed-out wait here), never for a row that did not.
+fn commit_created(ctx: &Api, key: &KeyRow, row: VerificationRow) -> Response {
     let body = render(&row);
+    let (id, dial_number, generation) = (
+        row.id.clone(),
+        row.dial_number.clone(),
+        row.lease_generation,
+    );
     let mut refused = None;
     let committed = wait_for(STORAGE_WAIT, |reply| {
-        if let Err(e) = app.store.submit(WriteOp::InsertVerification { row, reply }) {
+        if let Err(e) = ctx.store.submit(WriteOp::InsertVerification { row, reply }) {
             refused = Some(e);
         }
     });
@@ -144,42 +181,37 @@ pub fn create(app: &App, req: &Request, key: &KeyRow, now: UnixMillis) -> Respon
         Some(e) => Some(Err(e)),
         None => committed,
     };
-    // Its expiry is scheduled by the commit consumer when the row commits
-    // (also after a timed-out wait here), never for a row that did not.
     match committed {
         Some(Ok(())) => {}
         other => {
             // Not committed (or not known to be): give the number back only
             // when the write surely failed; after a timeout the row may still
-            // commit, and then its expiry (scheduled above) releases it.
+            // commit, and then its expiry releases it.
             if matches!(other, Some(Err(_))) {
-                app.leases.release(&dial_number, generation);
+                ctx.leases.release(&dial_number, generation);
             }
             tracing::error!(verification_id = %id, error = %failure_text(other),
                 "create not committed");
-            return server_error(app);
+            return server_error(ctx);
         }
     }
-    Metrics::inc(&app.metrics.creates_ok);
+    Metrics::inc(&ctx.metrics.creates_ok);
     tracing::info!(verification_id = %id, key = %key.prefix, %dial_number, "verification created");
-    Response::json(201, body).with_header(
-        "Location",
-        format!("/api/v1/verifications/{}/", id.as_str()),
-    )
+    Response::json(201, body).with_header("Location", format!("/api/v1/verifications/{id}/"))
 }
 
-fn invalid(app: &App, errors: &FieldErrors) -> Response {
-    Metrics::inc(&app.metrics.creates_invalid);
+fn invalid(ctx: &Api, errors: &FieldErrors) -> Response {
+    Metrics::inc(&ctx.metrics.creates_invalid);
     Response::json(400, errors.to_json())
 }
 
-pub fn read(app: &App, key: &KeyRow, id: &str) -> Response {
+pub fn read(ctx: &Api, key: &KeyRow, id: &str) -> Response {
     let Some(id) = VerificationId::parse(id) else {
         return Response::detail(404, texts::NOT_FOUND);
     };
     let company = key.company_id;
     let row = wait_for(STORAGE_WAIT, |reply| {
-        app.store
+        ctx.store
             .read(move |r| r.verification(id.as_str(), company), reply)
     });
     match row {
@@ -187,12 +219,12 @@ pub fn read(app: &App, key: &KeyRow, id: &str) -> Response {
         Some(Ok(Ok(None))) => Response::detail(404, texts::NOT_FOUND),
         other => {
             tracing::error!(error = %read_failure_text(other), "read failed");
-            server_error(app)
+            server_error(ctx)
         }
     }
 }
 
-pub fn cancel(app: &App, key: &KeyRow, id: &str, now: UnixMillis) -> Response {
+pub fn cancel(ctx: &Api, key: &KeyRow, id: &str, now: UnixMillis) -> Response {
     let Some(id) = VerificationId::parse(id) else {
         return Response::detail(404, texts::NOT_FOUND);
     };
@@ -203,7 +235,7 @@ pub fn cancel(app: &App, key: &KeyRow, id: &str, now: UnixMillis) -> Response {
             event: Event::Cancel { at: now },
             reply: Some(reply),
         };
-        if let Err(e) = app.store.submit(op) {
+        if let Err(e) = ctx.store.submit(op) {
             tracing::error!(error = %e, "cancel not queued");
         }
     });
@@ -215,7 +247,7 @@ pub fn cancel(app: &App, key: &KeyRow, id: &str, now: UnixMillis) -> Response {
         },
         other => {
             tracing::error!(error = %failure_text(other), "cancel failed");
-            server_error(app)
+            server_error(ctx)
         }
     }
 }

@@ -7,13 +7,13 @@
 //! development URLs (`dialproof_engine::dev_urls`) or the check at delivery
 //! time (the webhook sender repeats it).
 
-use crate::runtime::app::App;
+use super::Api;
 use dialproof_engine::dev_urls::Policy;
 use dialproof_engine::ssrf::{self, Host};
 use dialproof_storage::CompanyRow;
 
 /// `Ok` if the URL may receive webhooks, else the spec's English message.
-pub fn check(app: &App, company: Option<&CompanyRow>, url: &str) -> Result<(), String> {
+pub fn check(ctx: &Api, company: Option<&CompanyRow>, url: &str) -> Result<(), String> {
     let target = ssrf::precheck(url)?;
     let policy = company.map_or(Policy::Strict, |c| {
         Policy::for_url(&c.dev_webhook_urls, url)
@@ -23,7 +23,7 @@ pub fn check(app: &App, company: Option<&CompanyRow>, url: &str) -> Result<(), S
     }
     let addresses = match &target.host {
         Host::Ip(ip) => vec![*ip],
-        Host::Domain(name) => app
+        Host::Domain(name) => ctx
             .resolver
             .resolve(name, target.port)
             .map_err(|e| ssrf::unresolvable_message(&e.to_string()))?,

@@ -8,7 +8,7 @@
 
 mod delivery;
 
-use crate::runtime::config::Config;
+use crate::shared::config::Config;
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use dialproof_engine::apikey;
@@ -165,19 +165,24 @@ pub enum NumberCmd {
     Undedicate { number: String },
 }
 
-pub fn run(args: Args) -> Result<()> {
-    let config_path = args.config.clone().or_else(|| {
+/// The configuration file: `--config`, else `dialproof.toml` in the
+/// working directory when there is one, else none (the built-in defaults).
+pub fn config_path(args: &Args) -> Option<PathBuf> {
+    args.config.clone().or_else(|| {
         let default = PathBuf::from("dialproof.toml");
         default.exists().then_some(default)
-    });
-    if let Command::Serve = args.command {
-        return crate::runtime::service::run(config_path);
-    }
-    let config = Config::load(config_path.as_deref())?;
+    })
+}
+
+/// Runs one operator command (`serve` is the runtime's, started by `main`).
+pub fn run(args: Args) -> Result<()> {
+    let config = Config::load(config_path(&args).as_deref())?;
     let admin = open_admin(&config.database_path())?;
     let out = Output { json: args.json };
     match args.command {
-        Command::Serve => unreachable!("handled above"),
+        Command::Serve => {
+            anyhow::bail!("`serve` starts the service; it is not an operator command")
+        }
         Command::Company(c) => company(&admin, c, &out),
         Command::Key(k) => key(&admin, k, &out),
         Command::Number(n) => number(&admin, &config, n, &out),
@@ -353,7 +358,7 @@ fn key_json(k: &KeyRow) -> serde_json::Value {
         "last_used_at": k.last_used_at.map(UnixMillis::to_rfc3339),
         "revoked_at": k.revoked_at.map(UnixMillis::to_rfc3339),
         "rate_limit_per_minute": k.rate_limit_per_minute
-            .unwrap_or(dialproof_engine::ratelimit::DEFAULT_LIMIT_PER_MINUTE),
+            .unwrap_or(dialproof_engine::ratelimit::LIMIT_PER_MINUTE_DEFAULT),
         "rate_limit_is_default": k.rate_limit_per_minute.is_none(),
     })
 }
@@ -396,7 +401,7 @@ fn key(admin: &Admin, cmd: KeyCmd, out: &Output) -> Result<()> {
                         Some(l) => l.to_string(),
                         None => format!(
                             "{} (default)",
-                            dialproof_engine::ratelimit::DEFAULT_LIMIT_PER_MINUTE
+                            dialproof_engine::ratelimit::LIMIT_PER_MINUTE_DEFAULT
                         ),
                     };
                     s.push_str(&format!(
@@ -434,7 +439,7 @@ fn key(admin: &Admin, cmd: KeyCmd, out: &Output) -> Result<()> {
             if !storage(admin.set_key_limit(&prefix, value))? {
                 bail!("no key with prefix {prefix:?}");
             }
-            let shown = value.unwrap_or(dialproof_engine::ratelimit::DEFAULT_LIMIT_PER_MINUTE);
+            let shown = value.unwrap_or(dialproof_engine::ratelimit::LIMIT_PER_MINUTE_DEFAULT);
             out.print(
                 json!({"prefix": prefix, "rate_limit_per_minute": shown, "rate_limit_is_default": value.is_none()}),
                 || format!("key {prefix}: {shown} requests per minute"),

@@ -5,22 +5,23 @@
 //! from atomics and snapshots at scrape time, so a scrape costs the request
 //! path nothing.
 //!
-//! Not for: counting (`crate::runtime::metrics`, `crate::sip::state`,
+//! Not for: counting (`crate::shared::metrics`, `crate::sip::state`,
 //! `dialproof_storage::StoreStats`).
 
-use crate::runtime::app::App;
-use crate::runtime::metrics::{Histogram, LATENCY_BUCKETS_SECONDS, ROUTES, WEBHOOK_OUTCOMES};
+use super::Ops;
+use crate::shared::metrics::{Histogram, LATENCY_BUCKETS_SECONDS, ROUTES, WEBHOOK_OUTCOMES};
+use dialproof_storage::{BATCH_OPS_BUCKETS, COMMIT_SECONDS_BUCKETS};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The whole exposition.
-pub fn render(app: &App) -> String {
+pub fn render(ctx: &Ops) -> String {
     let mut out = String::with_capacity(8 * 1024);
-    numbers(&mut out, app);
-    api(&mut out, app);
-    sip(&mut out, app);
-    webhooks(&mut out, app);
-    storage(&mut out, app);
+    numbers(&mut out, ctx);
+    api(&mut out, ctx);
+    sip(&mut out, ctx);
+    webhooks(&mut out, ctx);
+    storage(&mut out, ctx);
     process(&mut out);
     out
 }
@@ -42,10 +43,10 @@ fn get(c: &AtomicU64) -> u64 {
 }
 
 /// Free, leased and withheld numbers per pool and sub-pool.
-fn numbers(out: &mut String, app: &App) {
+fn numbers(out: &mut String, ctx: &Ops) {
     let name = "dialproof_numbers";
     header(out, name, "gauge", "Configured dial numbers by state.");
-    for s in app.leases.with_table(|t| t.stats()) {
+    for s in ctx.leases.with_table(|t| t.stats()) {
         let sub_pool = match s.dedicated_to {
             None => "shared".to_owned(),
             Some(company) => format!("company-{company}"),
@@ -67,8 +68,8 @@ fn numbers(out: &mut String, app: &App) {
         "gauge",
         "Configured dial numbers by line and state.",
     );
-    let config = app.config.read().clone();
-    for s in app.leases.with_table(|t| t.line_stats()) {
+    let config = ctx.config.read().clone();
+    for s in ctx.leases.with_table(|t| t.line_stats()) {
         let Some(line) = config.lines.get(s.line as usize) else {
             continue;
         };
@@ -81,8 +82,8 @@ fn numbers(out: &mut String, app: &App) {
     }
 }
 
-fn api(out: &mut String, app: &App) {
-    let m = &app.metrics;
+fn api(out: &mut String, ctx: &Ops) {
+    let m = &ctx.metrics;
     header(
         out,
         "dialproof_http_requests_total",
@@ -173,8 +174,8 @@ fn histogram(out: &mut String, name: &str, labels: &str, h: &Histogram) {
     sample(out, &format!("{name}_count"), labels, total);
 }
 
-fn webhooks(out: &mut String, app: &App) {
-    let m = &app.metrics.webhooks;
+fn webhooks(out: &mut String, ctx: &Ops) {
+    let m = &ctx.metrics.webhooks;
     let name = "dialproof_webhook_attempts_total";
     header(out, name, "counter", "Webhook attempts by outcome.");
     for (outcome, c) in WEBHOOK_OUTCOMES.iter().zip(m.attempts.iter()) {
@@ -228,7 +229,7 @@ fn webhooks(out: &mut String, app: &App) {
     let age = if oldest == 0 {
         0.0
     } else {
-        (app.now().0 - oldest as i64).max(0) as f64 / 1000.0
+        (ctx.now().0 - oldest as i64).max(0) as f64 / 1000.0
     };
     let name = "dialproof_webhook_oldest_undelivered_age_seconds";
     header(
@@ -240,8 +241,8 @@ fn webhooks(out: &mut String, app: &App) {
     sample(out, name, "", age);
 }
 
-fn sip(out: &mut String, app: &App) {
-    let s = &app.sip_stats;
+fn sip(out: &mut String, ctx: &Ops) {
+    let s = &ctx.sip_stats;
     header(
         out,
         "dialproof_sip_invites_total",
@@ -273,20 +274,35 @@ fn sip(out: &mut String, app: &App) {
         "gauge",
         "1 while a line is registered or answering pings.",
     );
-    let mut lines: Vec<(String, bool)> = app.sip_lines.snapshot().into_iter().collect();
+    let mut lines: Vec<(String, bool)> = ctx.sip_lines.snapshot().into_iter().collect();
     lines.sort();
-    for (line, up) in lines {
+    for (line, up) in &lines {
         sample(
             out,
             name,
-            &format!("line=\"{}\"", escape(&line)),
-            u8::from(up),
+            &format!("line=\"{}\"", escape(line)),
+            u8::from(*up),
         );
     }
+    let name = "dialproof_sip_line_last_change_timestamp_seconds";
+    header(
+        out,
+        name,
+        "gauge",
+        "When the line last went up or down (Unix time).",
+    );
+    let changed = ctx.sip_lines.changed_at();
+    for (line, _) in &lines {
+        let at = changed.get(line).map_or(0.0, |t| t.0 as f64 / 1000.0);
+        sample(out, name, &format!("line=\"{}\"", escape(line)), at);
+    }
+    let name = "dialproof_sip_invite_transactions";
+    header(out, name, "gauge", "INVITE server transactions held now.");
+    sample(out, name, "", get(&s.invite_transactions));
 }
 
-fn storage(out: &mut String, app: &App) {
-    let s = app.store.stats();
+fn storage(out: &mut String, ctx: &Ops) {
+    let s = ctx.store.stats();
     let name = "dialproof_storage_batches_total";
     header(
         out,
@@ -300,7 +316,7 @@ fn storage(out: &mut String, app: &App) {
     header(out, name, "counter", "Write operations by outcome.");
     sample(out, name, "outcome=\"committed\"", s.ops_committed);
     sample(out, name, "outcome=\"failed\"", s.ops_failed);
-    let (queued, in_flight) = app.expiries.counts();
+    let (queued, in_flight) = ctx.expiries.counts();
     for (name, help, v) in [
         (
             "dialproof_storage_checkpoints_total",
@@ -341,10 +357,54 @@ fn storage(out: &mut String, app: &App) {
         header(out, name, kind, help);
         sample(out, name, "", v);
     }
-    let wal = app.config.read().database_path().with_extension("db-wal");
+    let wal = ctx.config.read().database_path().with_extension("db-wal");
     let name = "dialproof_storage_wal_bytes";
     header(out, name, "gauge", "Size of the SQLite write-ahead log.");
     sample(out, name, "", std::fs::metadata(wal).map_or(0, |m| m.len()));
+    group_commit(out, &s);
+}
+
+/// The group commit's shape: ops per transaction and its time.
+fn group_commit(out: &mut String, s: &dialproof_storage::StoreStats) {
+    let name = "dialproof_storage_batch_ops";
+    header(
+        out,
+        name,
+        "histogram",
+        "Write operations per committed transaction.",
+    );
+    let bounds: Vec<String> = BATCH_OPS_BUCKETS.iter().map(u64::to_string).collect();
+    cumulative(out, name, &bounds, &s.batch_ops, s.batch_ops_sum as f64);
+    let name = "dialproof_storage_commit_duration_seconds";
+    header(
+        out,
+        name,
+        "histogram",
+        "Time of a committed transaction, BEGIN to COMMIT.",
+    );
+    let bounds: Vec<String> = COMMIT_SECONDS_BUCKETS.iter().map(f64::to_string).collect();
+    let sum = s.commit_micros_sum as f64 / 1e6;
+    cumulative(out, name, &bounds, &s.commit_seconds, sum);
+}
+
+/// A histogram from cumulative counts per bound (the last is `+Inf`).
+fn cumulative(out: &mut String, name: &str, bounds: &[String], counts: &[u64], sum: f64) {
+    for (i, count) in counts.iter().enumerate() {
+        let le = bounds.get(i).map_or("+Inf", String::as_str);
+        sample(
+            out,
+            &format!("{name}_bucket"),
+            &format!("le=\"{le}\""),
+            *count,
+        );
+    }
+    sample(out, &format!("{name}_sum"), "", sum);
+    sample(
+        out,
+        &format!("{name}_count"),
+        "",
+        counts.last().copied().unwrap_or(0),
+    );
 }
 
 /// The standard process figures, from /proc (Linux).

@@ -16,20 +16,57 @@
 mod exposition;
 
 use crate::http::{Request, Response};
-use crate::runtime::app::App;
+use crate::shared::clock::Clock;
+use crate::shared::config::LiveConfig;
+use crate::shared::expiries::Expiries;
+use crate::shared::health::Readiness;
+use crate::shared::leases::Leases;
+use crate::shared::metrics::Metrics;
+use crate::sip::state::LineStates;
+use crate::sip::SipStats;
+use dialproof_engine::time::UnixMillis;
+use dialproof_storage::Store;
+use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// What the operators' listener reads (it changes nothing): every counter
+/// and gauge source, readiness and the stop flag.
+pub struct Ops {
+    pub store: Store,
+    pub leases: Arc<Leases>,
+    pub config: Arc<LiveConfig>,
+    pub expiries: Expiries,
+    pub metrics: Arc<Metrics>,
+    pub sip_lines: Arc<LineStates>,
+    pub sip_stats: Arc<SipStats>,
+    pub readiness: Arc<Readiness>,
+    pub clock: Clock,
+    pub stop: Arc<AtomicBool>,
+}
+
+impl Ops {
+    /// Now, on the service's one clock.
+    pub fn now(&self) -> UnixMillis {
+        self.clock.now()
+    }
+
+    pub fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+}
 
 /// One request on the ops listener.
-pub fn handle(app: &App, req: &Request) -> Response {
+pub fn handle(ctx: &Ops, req: &Request) -> Response {
     if req.method != "GET" && req.method != "HEAD" {
         return text(405, "method not allowed\n");
     }
     match req.path.as_str() {
         "/metrics" => Response::new(200)
             .with_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-            .with_body(exposition::render(app).into_bytes()),
+            .with_body(exposition::render(ctx).into_bytes()),
         "/healthz" => text(200, "ok\n"),
-        "/readyz" => match not_ready(app) {
+        "/readyz" => match not_ready(ctx) {
             None => text(200, "ready\n"),
             Some(why) => text(503, &format!("not ready: {why}\n")),
         },
@@ -38,17 +75,17 @@ pub fn handle(app: &App, req: &Request) -> Response {
 }
 
 /// The first readiness check that fails, in the order a start passes them.
-fn not_ready(app: &App) -> Option<&'static str> {
-    if !app.readiness.recovered.load(Ordering::Acquire) {
+fn not_ready(ctx: &Ops) -> Option<&'static str> {
+    if !ctx.readiness.recovered.load(Ordering::Acquire) {
         return Some("recovery not done");
     }
-    if !app.readiness.listening.load(Ordering::Acquire) {
+    if !ctx.readiness.listening.load(Ordering::Acquire) {
         return Some("listeners not bound");
     }
-    if app.stopping() {
+    if ctx.stopping() {
         return Some("stopping");
     }
-    if app.store.stats().last_batch_failed {
+    if ctx.store.stats().last_batch_failed {
         return Some("storage is failing writes");
     }
     None

@@ -1,53 +1,54 @@
-//! The running service's shared state, and the glue between its parts.
+//! The runtime's own view of the running service: every shared handle, in
+//! one place, and the narrow context each part is given.
 //!
-//! One [`App`] is shared by every coroutine and thread: the store handle, the
-//! lease table, the key cache, the per-key windows, the resolver and the
-//! expiry schedule, the clock. What a commit means (a number released, a
-//! webhook woken) is not done here but by the one commit consumer
-//! (`super::commits`).
+//! Only the runtime (start, recovery, the commit consumer, the expiry
+//! thread, the control loop) holds an [`App`]. The parts get a context of
+//! their own (`crate::api::Api`, `crate::sip::Sip`,
+//! `crate::webhooks::Webhooks`, `crate::ops::Ops`) with the handles they
+//! use and nothing more, built here from the same shared values.
 //!
 //! Not for: HTTP (see `crate::api`) or deciding anything (the engine does).
+//! What a commit means (a number released, a webhook woken) is done by the
+//! one commit consumer (`super::commits`).
 
 use crate::api::key_cache::KeyCache;
 use crate::api::rate_limiters::RateLimiters;
-use crate::runtime::config::Config;
-use crate::runtime::leases::Leases;
-use crate::runtime::metrics::Metrics;
-use crate::runtime::resolve::Resolver;
+use crate::shared::clock::Clock;
+use crate::shared::config::LiveConfig;
+use crate::shared::expiries::Expiries;
+use crate::shared::health::Readiness;
+use crate::shared::leases::Leases;
+use crate::shared::metrics::Metrics;
+use crate::shared::offload::Offload;
+use crate::shared::resolve::Resolver;
+use crate::sip::state::LineStates;
+use crate::sip::SipStats;
 use dialproof_engine::time::UnixMillis;
 use dialproof_storage::Store;
-use parking_lot::RwLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-/// Readiness beyond storage, set by the start sequence (`/readyz`).
-#[derive(Default)]
-pub struct Readiness {
-    pub recovered: AtomicBool,
-    pub listening: AtomicBool,
-}
-
 pub struct App {
     pub store: Store,
-    pub leases: Leases,
-    pub keys: KeyCache,
-    pub limiters: RateLimiters,
+    pub leases: Arc<Leases>,
+    pub keys: Arc<KeyCache>,
+    pub limiters: Arc<RateLimiters>,
     pub resolver: Resolver,
     /// Threads for CPU-heavy work (password hashing).
-    pub offload: crate::runtime::offload::Offload,
-    /// Every pending verification's expiry (see `super::expiries`).
-    pub expiries: super::expiries::Expiries,
-    /// The one clock decisions read (see `super::clock`).
-    pub clock: super::clock::Clock,
-    pub metrics: Metrics,
-    pub config: RwLock<Arc<Config>>,
+    pub offload: Offload,
+    /// Every pending verification's expiry (see `crate::shared::expiries`).
+    pub expiries: Expiries,
+    /// The one clock decisions read (see `crate::shared::clock`).
+    pub clock: Clock,
+    pub metrics: Arc<Metrics>,
+    pub config: Arc<LiveConfig>,
     pub stop: Arc<AtomicBool>,
     /// Wakes the webhook driver when an outbox row commits.
-    pub webhooks: crate::webhooks::waker::Waker,
+    pub webhook_waker: crate::webhooks::waker::Waker,
     /// Each SIP line's up/down state and resolved settings.
-    pub sip_lines: crate::sip::state::LineStates,
-    pub sip_stats: crate::sip::state::SipStats,
-    pub readiness: Readiness,
+    pub sip_lines: Arc<LineStates>,
+    pub sip_stats: Arc<SipStats>,
+    pub readiness: Arc<Readiness>,
 }
 
 impl App {
@@ -58,5 +59,60 @@ impl App {
 
     pub fn stopping(&self) -> bool {
         self.stop.load(Ordering::Acquire)
+    }
+
+    /// The public API's handles.
+    pub fn api(&self) -> crate::api::Api {
+        crate::api::Api {
+            store: self.store.clone(),
+            leases: self.leases.clone(),
+            keys: self.keys.clone(),
+            limiters: self.limiters.clone(),
+            resolver: self.resolver.clone(),
+            offload: self.offload.clone(),
+            clock: self.clock.clone(),
+            metrics: self.metrics.clone(),
+        }
+    }
+
+    /// The SIP side's handles.
+    pub fn sip(&self) -> crate::sip::Sip {
+        crate::sip::Sip {
+            store: self.store.clone(),
+            leases: self.leases.clone(),
+            config: self.config.clone(),
+            lines: self.sip_lines.clone(),
+            stats: self.sip_stats.clone(),
+            clock: self.clock.clone(),
+            stop: self.stop.clone(),
+        }
+    }
+
+    /// The webhook pipeline's handles.
+    pub fn webhooks(&self) -> crate::webhooks::Webhooks {
+        crate::webhooks::Webhooks {
+            store: self.store.clone(),
+            resolver: self.resolver.clone(),
+            config: self.config.clone(),
+            metrics: self.metrics.clone(),
+            clock: self.clock.clone(),
+            stop: self.stop.clone(),
+        }
+    }
+
+    /// The operators' listener's handles.
+    pub fn ops(&self) -> crate::ops::Ops {
+        crate::ops::Ops {
+            store: self.store.clone(),
+            leases: self.leases.clone(),
+            config: self.config.clone(),
+            expiries: self.expiries.clone(),
+            metrics: self.metrics.clone(),
+            sip_lines: self.sip_lines.clone(),
+            sip_stats: self.sip_stats.clone(),
+            readiness: self.readiness.clone(),
+            clock: self.clock.clone(),
+            stop: self.stop.clone(),
+        }
     }
 }

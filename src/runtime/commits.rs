@@ -64,7 +64,7 @@ fn transitioned(app: &App, t: Transitioned) {
     // The outbox row is committed: send it now rather than at the
     // driver's next poll.
     if let Some(delivery) = &t.delivery {
-        app.webhooks.committed(delivery.id);
+        app.webhook_waker.committed(delivery.id);
     }
     app.metrics.transition(t.row.status);
     tracing::info!(

@@ -1,4 +1,4 @@
-//! The expiry thread: it drives the schedule (`super::expiries`).
+//! The expiry thread: it drives the schedule (`crate::shared::expiries`).
 //!
 //! The thread sleeps on a condvar until the next entry is due, an
 //! earlier one arrives or the writer reopens room, submits what the queue

@@ -1,21 +1,15 @@
-//! The running service: how it starts, recovers, runs and stops, the state
-//! its parts share, and the threads that are nobody else's (the commit
-//! consumer, the expiry thread, the control loop).
+//! The running service: how it starts, recovers, runs and stops, and the
+//! threads that are nobody else's (the commit consumer, the expiry thread,
+//! the control loop). It builds the shared handles (`crate::shared`) and
+//! each part's context, and is the only module that sees them all.
 //!
 //! Not for: protocols (`crate::http`, `crate::api`, `crate::sip`,
-//! `crate::webhooks`) or decisions (`dialproof_engine`).
+//! `crate::webhooks`) or decisions (`dialproof_engine`). No part imports
+//! this module.
 
 pub mod app;
-pub mod clock;
 pub mod commits;
-pub mod config;
-pub mod expiries;
+pub mod control;
 pub mod expiry;
-pub mod leases;
-pub mod metrics;
-pub mod offload;
-pub mod resolve;
+pub mod recovery;
 pub mod service;
-pub mod thread_pool;
-pub mod wait;
-pub mod webhook_settings;

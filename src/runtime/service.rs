@@ -4,38 +4,73 @@
 //! the first request already sees every committed lease; verifications that
 //! expired while the service was down are expired (and their webhooks
 //! queued) before new numbers are issued. On SIGTERM or SIGINT the listeners
-//! stop taking connections and the writer drains its queue before exit.
+//! stop taking connections, requests in progress are answered, SIP lines
+//! unregister and the writer drains its queue before exit.
 //!
-//! Not for: request handling (`crate::api`).
+//! Not for: request handling (`crate::api`), recovery's details
+//! (`super::recovery`) or the control loop (`super::control`).
 
 use crate::api::key_cache::KeyCache;
-use crate::api::rate_limiters::RateLimiters;
-use crate::http::listener::{self, COROUTINE_STACK_BYTES};
+use crate::http::listener::{self, Listening, COROUTINE_STACK_BYTES};
 use crate::http::{redirect, tls};
 use crate::runtime::app::App;
-use crate::runtime::config::Config;
-use crate::runtime::expiry;
-use crate::runtime::leases::{build_table, check_reload, Leases};
-use crate::runtime::metrics::Metrics;
-use crate::runtime::resolve::{self, Resolver};
-use crate::runtime::wait::wait_for;
+use crate::runtime::control::control_loop;
+use crate::runtime::recovery::recover;
+use crate::shared::clock::Clock;
+use crate::shared::config::Config;
+use crate::shared::leases::{build_table, Leases};
+use crate::shared::resolve::{self, Resolver};
+use crate::sip::SipHandle;
 use crate::{api, http};
 use anyhow::{Context, Result};
-use dialproof_engine::ids::VerificationKey;
-use dialproof_engine::time::UnixMillis;
-use dialproof_storage::{CommitSink, Options, Reader, Store};
+use dialproof_storage::{CommitReceiver, CommitSink, Options, Store};
 use parking_lot::RwLock;
 use std::io::Write;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// How often the control thread looks for operator changes in the database.
-const CONTROL_POLL: Duration = Duration::from_secs(1);
-const RECOVERY_WAIT: Duration = Duration::from_secs(60);
+/// The listeners a running service holds, for the READY line and the stop.
+struct Listeners {
+    https: Listening,
+    http: Option<Listening>,
+    ops: Option<SocketAddr>,
+    sip: Option<SipHandle>,
+}
 
+/// A started service: storage open and recovered, every thread and
+/// listener running. [`Running::serve`] runs it until its stop flag is set.
+pub struct Running {
+    app: Arc<App>,
+    store: Store,
+    consumer: JoinHandle<()>,
+    listeners: Listeners,
+    config: Config,
+    config_path: Option<PathBuf>,
+    /// Set to reload the configuration (SIGHUP).
+    hup: Arc<AtomicBool>,
+    workers: usize,
+    numbers_total: usize,
+}
+
+/// The service as the operator starts it: the system clock, stopped by
+/// SIGTERM or SIGINT, reloaded by SIGHUP.
 pub fn run(config_path: Option<PathBuf>) -> Result<()> {
+    let running = start(config_path, Clock::system())?;
+    // Before the READY line: whoever waits for it may signal at once.
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, running.hup.clone())?;
+    signal_hook::flag::register(signal_hook::consts::SIGTERM, running.stop_flag())?;
+    signal_hook::flag::register(signal_hook::consts::SIGINT, running.stop_flag())?;
+    running.serve()
+}
+
+/// Starts the service with `clock` as its one clock (the system clock in
+/// production; a test's virtual time in process) and returns once it
+/// takes requests.
+pub fn start(config_path: Option<PathBuf>, clock: Clock) -> Result<Running> {
     let config = Config::load(config_path.as_deref())?;
     let workers = config
         .server
@@ -45,11 +80,86 @@ pub fn run(config_path: Option<PathBuf>) -> Result<()> {
         .set_workers(workers)
         .set_stack_size(COROUTINE_STACK_BYTES);
     may::config().set_worker_pin(true);
-
     // The phone metadata takes ~70 ms to load: pay it now, not on the first
     // create.
     dialproof_engine::validate::warm_up();
 
+    let (store, commits) = open_store(&config)?;
+    let (app, webhook_wakes, numbers_total) = build_app(&config, store.clone(), clock)?;
+    // First, so /healthz answers and /readyz says why not during a long
+    // recovery.
+    let ops = spawn_ops(&app, &config)?;
+    // Before recovery: its expiries' commits release numbers and wake the
+    // webhook driver through the consumer like any other commit.
+    let consumer = crate::runtime::commits::spawn(app.clone(), commits)?;
+    // Also starts the expiry thread, and returns once what expired while
+    // the service was down is expired.
+    recover(&app)?;
+    app.readiness.recovered.store(true, Ordering::Release);
+    // After recovery, whose expiries queued their wakes: the driver's first
+    // poll also finds every delivery that was due while the service was down.
+    crate::webhooks::spawn(Arc::new(app.webhooks()), webhook_wakes)?;
+    // After recovery too: a call must find its restored lease.
+    let sip = crate::sip::spawn(&Arc::new(app.sip()), &config)?;
+    let (https, http) = spawn_web(&app, &config)?;
+    Ok(Running {
+        app,
+        store,
+        consumer,
+        listeners: Listeners {
+            https,
+            http,
+            ops,
+            sip,
+        },
+        config,
+        config_path,
+        hup: Arc::new(AtomicBool::new(false)),
+        workers,
+        numbers_total,
+    })
+}
+
+impl Running {
+    /// The bound HTTPS address (the configured port may be 0).
+    pub fn https_addr(&self) -> SocketAddr {
+        self.listeners.https.addr
+    }
+
+    /// Setting it stops the service gracefully.
+    pub fn stop_flag(&self) -> Arc<AtomicBool> {
+        self.app.stop.clone()
+    }
+
+    /// Announces readiness, runs the control loop until the stop flag is
+    /// set, then stops gracefully.
+    pub fn serve(self) -> Result<()> {
+        let Running {
+            app,
+            store,
+            consumer,
+            listeners,
+            config,
+            config_path,
+            hup,
+            workers,
+            numbers_total,
+        } = self;
+        announce_ready(&app, &config, &listeners, workers, numbers_total)?;
+        control_loop(&app, config_path.as_deref(), &hup);
+        stop(&config, listeners, &store);
+        if consumer.join().is_err() {
+            tracing::error!("the commit consumer panicked");
+        }
+        tracing::info!(counters = %app.metrics.render().replace('\n', " "), "stopped");
+        Ok(())
+    }
+}
+
+/// Opens the database with its commit events going to the one consumer.
+/// Fail points come from `DIALPROOF_FAILPOINTS`, an operator's fault
+/// injection switch (documented in the README), not a test hook.
+fn open_store(config: &Config) -> Result<(Store, CommitReceiver)> {
     let data_dir = config.data_dir();
     std::fs::create_dir_all(&data_dir)
         .with_context(|| format!("creating data directory {}", data_dir.display()))?;
@@ -68,67 +178,67 @@ pub fn run(config_path: Option<PathBuf>) -> Result<()> {
         commit_sink,
     )
     .map_err(|e| anyhow::anyhow!("opening {}: {e}", config.database_path().display()))?;
+    Ok((store, commits))
+}
 
+/// Every shared handle, with the lease table built from the configuration
+/// and the dedicated numbers; also the webhook driver's wake queue and the
+/// count of configured numbers (for the READY log line).
+fn build_app(
+    config: &Config,
+    store: Store,
+    clock: Clock,
+) -> Result<(Arc<App>, crossbeam_channel::Receiver<i64>, usize)> {
     let keys = KeyCache::new(store.clone());
     keys.reload()
         .map_err(|e| anyhow::anyhow!("loading keys: {e}"))?;
     // No SIP line state is known yet: each line starts as its mode says.
-    let table = build_table(&config, &keys.dedicated_numbers(), &Default::default())?;
+    let table = build_table(config, &keys.dedicated_numbers(), &Default::default())?;
     // From the table, not `config.numbers()`: expanding a million numbers a
     // second time only to count them costs ~80 MB of short-lived strings,
     // which the allocator keeps resident.
     let numbers_total: usize = table.stats().iter().map(|s| s.total).sum();
     let (webhook_waker, webhook_wakes) = crate::webhooks::waker::channel();
-    let stop = Arc::new(AtomicBool::new(false));
     let app = Arc::new(App {
-        store: store.clone(),
-        leases: Leases::new(table),
-        keys,
-        limiters: RateLimiters::default(),
+        store,
+        leases: Arc::new(Leases::new(table)),
+        keys: Arc::new(keys),
+        limiters: Default::default(),
         // The system resolver; an in-process test would hand in its own.
         resolver: Resolver::start(Arc::new(resolve::System))?,
-        offload: crate::runtime::offload::Offload::start()?,
+        offload: crate::shared::offload::Offload::start()?,
         expiries: Default::default(),
-        clock: crate::runtime::clock::Clock::system(),
-        metrics: Metrics::default(),
-        config: RwLock::new(Arc::new(config.clone())),
-        stop: stop.clone(),
-        webhooks: webhook_waker,
+        clock,
+        metrics: Default::default(),
+        config: Arc::new(RwLock::new(Arc::new(config.clone()))),
+        stop: Arc::new(AtomicBool::new(false)),
+        webhook_waker,
         sip_lines: Default::default(),
         sip_stats: Default::default(),
         readiness: Default::default(),
     });
-    // First, so /healthz answers and /readyz says why not during a long
-    // recovery.
-    let ops_addr = match config.server.ops_listen {
-        Some(addr) => {
-            let ops_app = app.clone();
-            Some(
-                listener::spawn_plain(
-                    addr,
-                    http::Limits::default(),
-                    Arc::new(move |req| crate::ops::handle(&ops_app, req)),
-                    stop.clone(),
-                )
-                .with_context(|| format!("binding the ops listener on {addr}"))?
-                .addr,
-            )
-        }
-        None => None,
-    };
-    // Before recovery: its expiries' commits release numbers and wake the
-    // webhook driver through the consumer like any other commit.
-    let consumer = crate::runtime::commits::spawn(app.clone(), commits)?;
-    // Also starts the expiry thread, and returns once what expired while
-    // the service was down is expired.
-    recover(&app)?;
-    app.readiness.recovered.store(true, Ordering::Release);
-    // After recovery, whose expiries queued their wakes: the driver's first
-    // poll also finds every delivery that was due while the service was down.
-    crate::webhooks::spawn(app.clone(), webhook_wakes)?;
-    // After recovery too: a call must find its restored lease.
-    let sip = crate::sip::spawn(&app, &config)?;
+    Ok((app, webhook_wakes, numbers_total))
+}
 
+/// The operators' listener, when `[server] ops_listen` is set.
+fn spawn_ops(app: &App, config: &Config) -> Result<Option<SocketAddr>> {
+    let Some(addr) = config.server.ops_listen else {
+        return Ok(None);
+    };
+    let ops = app.ops();
+    let listening = listener::spawn_plain(
+        addr,
+        http::Limits::default(),
+        Arc::new(move |req| crate::ops::handle(&ops, req)),
+        app.stop.clone(),
+    )
+    .with_context(|| format!("binding the ops listener on {addr}"))?;
+    Ok(Some(listening.addr))
+}
+
+/// The HTTPS listener with the API, and the plain-HTTP redirect listener
+/// when `[server] http_listen` is set.
+fn spawn_web(app: &App, config: &Config) -> Result<(Listening, Option<Listening>)> {
     let (cert, key) = tls::ensure_certificate(
         config
             .tls
@@ -136,20 +246,20 @@ pub fn run(config_path: Option<PathBuf>) -> Result<()> {
             .as_ref()
             .map(|c| config.resolve(c))
             .zip(config.tls.key.as_ref().map(|k| config.resolve(k))),
-        &data_dir,
+        &config.data_dir(),
     )?;
     let tls_config = tls::server_config(&cert, &key)?;
     let limits = http::Limits {
         idle_timeout: config.server.idle_timeout(),
         ..http::Limits::default()
     };
-    let api_app = app.clone();
+    let api = app.api();
     let https = listener::spawn_https(
         config.server.https_listen,
         tls_config,
         limits,
-        Arc::new(move |req| api::handle(&api_app, req)),
-        stop.clone(),
+        Arc::new(move |req| api::handle(&api, req)),
+        app.stop.clone(),
     )
     .with_context(|| format!("binding HTTPS on {}", config.server.https_listen))?;
     let public_port = config.server.public_https_port.unwrap_or(https.addr.port());
@@ -159,69 +269,71 @@ pub fn run(config_path: Option<PathBuf>) -> Result<()> {
                 addr,
                 limits,
                 Arc::new(move |req| redirect::redirect(req, public_port)),
-                stop.clone(),
+                app.stop.clone(),
             )
             .with_context(|| format!("binding HTTP on {addr}"))?,
         ),
         None => None,
     };
+    Ok((https, http))
+}
 
-    let hup = Arc::new(AtomicBool::new(false));
-    signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone())?;
-    signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())?;
-    signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
-
-    let http_addr = http.as_ref().map(|l| l.addr);
+/// Logs the start and prints the machine-readable READY line on stdout
+/// (tests and scripts wait for it; with port 0 in the configuration it is
+/// the only way to learn the ports).
+fn announce_ready(
+    app: &App,
+    config: &Config,
+    l: &Listeners,
+    workers: usize,
+    numbers: usize,
+) -> Result<()> {
+    let http_addr = l.http.as_ref().map(|h| h.addr);
     let http_shown = http_addr.map_or_else(|| "off".to_owned(), |a| a.to_string());
-    tracing::info!(https = %https.addr, http = %http_shown, workers, numbers = numbers_total,
+    tracing::info!(https = %l.https.addr, http = %http_shown, workers, numbers,
         database = %config.database_path().display(), "dialproof ready");
-    // Machine-readable readiness line on stdout (tests and scripts wait for
-    // it; with port 0 in the config it is the only way to learn the ports).
-    let mut ready = format!("READY https={}", https.addr);
+    let mut ready = format!("READY https={}", l.https.addr);
     if let Some(h) = http_addr {
         ready.push_str(&format!(" http={h}"));
     }
-    if let Some(s) = &sip {
+    if let Some(s) = &l.sip {
         ready.push_str(&format!(" sip={}", s.addr));
     }
-    if let Some(o) = ops_addr {
+    if let Some(o) = l.ops {
         ready.push_str(&format!(" ops={o}"));
     }
     app.readiness.listening.store(true, Ordering::Release);
     let mut out = std::io::stdout().lock();
     writeln!(out, "{ready}")?;
     out.flush()?;
-    drop(out);
+    Ok(())
+}
 
-    control_loop(&app, config_path.as_deref(), &hup);
-    let listeners: Vec<_> = std::iter::once(https).chain(http).collect();
-    drain(&listeners, config.server.shutdown_timeout());
-    if let Some(sip) = &sip {
+/// A graceful stop, in order: the web listeners drain, the SIP lines
+/// unregister, the writer commits what it holds. The commit consumer ends
+/// after the writer's last batch.
+fn stop(config: &Config, listeners: Listeners, store: &Store) {
+    let web: Vec<_> = std::iter::once(listeners.https)
+        .chain(listeners.http)
+        .collect();
+    drain(&web, config.server.shutdown_timeout());
+    if let Some(sip) = &listeners.sip {
         tracing::info!("stopping: unregistering sip lines");
         sip.join();
     }
-
     tracing::info!("stopping: draining the writer");
     store.shutdown();
-    // The consumer ends after the writer's last batch.
-    if consumer.join().is_err() {
-        tracing::error!("the commit consumer panicked");
-    }
-    tracing::info!(counters = %app.metrics.render().replace('\n', " "), "stopped");
-    Ok(())
 }
 
 /// The first step of a graceful stop: no new connections, and every request
 /// in progress answered (its connection closed after it), waiting at most
 /// `timeout`; what is still open then is cut when the process exits.
-fn drain(listeners: &[crate::http::listener::Listening], timeout: Duration) {
+fn drain(listeners: &[Listening], timeout: Duration) {
     let started = std::time::Instant::now();
     for l in listeners {
         l.stop_accepting();
     }
-    let open = |ls: &[crate::http::listener::Listening]| {
-        ls.iter().map(|l| l.open_connections()).sum::<usize>()
-    };
+    let open = |ls: &[Listening]| ls.iter().map(|l| l.open_connections()).sum::<usize>();
     tracing::info!(
         connections = open(listeners),
         "stopping: finishing requests in progress"
@@ -235,145 +347,5 @@ fn drain(listeners: &[crate::http::listener::Listening], timeout: Duration) {
             "connections drained"
         ),
         left => tracing::warn!(left, "drain timed out; closing the remaining connections"),
-    }
-}
-
-/// Rebuilds the lease table from pending rows, schedules every pending
-/// verification's expiry, starts the expiry thread, and waits (bounded)
-/// until the ones that ran out while the service was down are expired: the
-/// first request then reads them as expired and finds their numbers free.
-fn recover(app: &Arc<App>) -> Result<()> {
-    let recovered_at = app.now();
-    let restorer = app.clone();
-    let Recovered {
-        expiries,
-        restored,
-        not_restored,
-    } = wait_for(RECOVERY_WAIT, |reply| {
-        app.store.read(move |r| restore_leases(&restorer, r), reply)
-    })
-    .context("reading pending verifications timed out")?
-    .map_err(|e| anyhow::anyhow!("{e}"))??;
-    let pending = expiries.len();
-    let overdue = expiries
-        .iter()
-        .filter(|(at, _)| *at <= recovered_at)
-        .count();
-    app.expiries.schedule(expiries);
-    expiry::spawn(app.clone())?;
-    if !app.expiries.wait_settled(recovered_at, RECOVERY_WAIT) {
-        // Serving is safe meanwhile: their numbers stay leased until each
-        // expiry commits. Only a read may still show one as pending.
-        let (queued, in_flight) = app.expiries.counts();
-        tracing::warn!(
-            overdue,
-            queued,
-            in_flight,
-            "overdue verifications still expiring; serving meanwhile"
-        );
-    }
-    tracing::info!(pending, restored, not_restored, overdue, "recovery done");
-    Ok(())
-}
-
-/// What recovery read: every pending verification's expiry, and how many
-/// leases went back into the table.
-struct Recovered {
-    expiries: Vec<(UnixMillis, VerificationKey)>,
-    restored: usize,
-    not_restored: usize,
-}
-
-/// On a reader thread: re-marks each pending verification's number leased
-/// and collects its expiry, 24 bytes a row (no `VerificationRow` is built).
-/// Overdue ones keep their lease too, until their expiry commits, so their
-/// numbers are never issued while the rows are still pending.
-fn restore_leases(app: &App, reader: &Reader) -> Result<Recovered> {
-    let mut recovered = Recovered {
-        expiries: Vec::new(),
-        restored: 0,
-        not_restored: 0,
-    };
-    let mut foreign_id = None;
-    reader
-        .for_each_pending_lease(|lease| {
-            let Some(key) = VerificationKey::parse(lease.id) else {
-                foreign_id.get_or_insert_with(|| lease.id.to_owned());
-                return;
-            };
-            recovered.expiries.push((lease.expires_at, key));
-            match app
-                .leases
-                .restore(lease.dial_number, lease.lease_generation)
-            {
-                Ok(()) => recovered.restored += 1,
-                Err(e) => {
-                    // The number left the configuration or is held twice:
-                    // keep the verification (it still expires and can still
-                    // be read) but do not issue the number to anyone else.
-                    tracing::error!(verification_id = lease.id, error = %e, "lease not restored");
-                    recovered.not_restored += 1;
-                }
-            }
-        })
-        .map_err(|e| anyhow::anyhow!("reading pending verifications: {e}"))?;
-    if let Some(id) = foreign_id {
-        // Every id this service writes is a canonical ULID; anything else
-        // is a corrupt row, refused like any other corrupt row.
-        anyhow::bail!("pending verification {id:?} does not have an id this service issues");
-    }
-    Ok(recovered)
-}
-
-/// Runs until a stop signal: applies operator changes from the database and
-/// configuration reloads (SIGHUP).
-fn control_loop(app: &Arc<App>, config_path: Option<&std::path::Path>, hup: &AtomicBool) {
-    let mut dedicated = app.keys.dedicated_numbers();
-    let mut last_poll = std::time::Instant::now();
-    while !app.stopping() {
-        std::thread::sleep(Duration::from_millis(100));
-        if app.stopping() {
-            break;
-        }
-        let reload_config = hup.swap(false, Ordering::AcqRel);
-        if last_poll.elapsed() < CONTROL_POLL && !reload_config {
-            continue;
-        }
-        last_poll = std::time::Instant::now();
-        if let Err(e) = app.keys.refresh_if_changed() {
-            tracing::warn!(error = %e, "refreshing keys failed");
-        }
-        let now_dedicated = app.keys.dedicated_numbers();
-        if !reload_config && now_dedicated == dedicated {
-            continue;
-        }
-        let config = if reload_config {
-            match Config::load(config_path) {
-                Ok(new) => {
-                    let old = app.config.read().clone();
-                    if let Err(e) = check_reload(&old, &new) {
-                        tracing::error!(error = %e, "configuration reload refused");
-                        continue;
-                    }
-                    Arc::new(new)
-                }
-                Err(e) => {
-                    tracing::error!(error = %e, "configuration reload failed; keeping the old one");
-                    continue;
-                }
-            }
-        } else {
-            app.config.read().clone()
-        };
-        let line_up = app.sip_lines.snapshot();
-        match build_table(&config, &now_dedicated, &line_up).and_then(|t| app.leases.replace(t)) {
-            Ok(carried) => {
-                *app.config.write() = config;
-                crate::sip::on_table_rebuilt(app);
-                dedicated = now_dedicated;
-                tracing::info!(carried, reload_config, "lease table rebuilt");
-            }
-            Err(e) => tracing::error!(error = %e, "lease table rebuild failed"),
-        }
     }
 }

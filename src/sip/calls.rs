@@ -21,11 +21,12 @@
 //! Not for: SIP transactions (the engine's endpoint) or sockets (`driver`).
 
 use super::line_info::LineInfo;
+use super::Sip;
 use super::SipStats;
-use crate::runtime::app::App;
-use dialproof_engine::sip::identity::{caller, Caller};
+use dialproof_engine::lease::Lease;
+use dialproof_engine::sip::identity::{caller, Caller, Source};
 use dialproof_engine::sip::message::Message;
-use dialproof_engine::sip::route::{route_invite, Route};
+use dialproof_engine::sip::route::{route_invite, Header, Route};
 use dialproof_engine::time::UnixMillis;
 use dialproof_engine::verification::Event;
 use dialproof_storage::WriteOp;
@@ -47,15 +48,15 @@ pub enum Verdict {
 /// is [`Verdict::Pending`], `decide` is called exactly once later (on the
 /// writer thread) with the final response code.
 pub fn on_invite(
-    app: &Arc<App>,
+    ctx: &Arc<Sip>,
     src: SocketAddr,
     msg: &Message,
     at: UnixMillis,
     decide: Box<dyn FnOnce(u16) + Send>,
 ) -> Verdict {
-    let stats = &app.sip_stats;
+    let stats = &ctx.stats;
     SipStats::inc(&stats.invites);
-    let lines = app.sip_lines.lines();
+    let lines = ctx.lines.lines();
     let call_id = msg.call_id();
     let trusted: Vec<&LineInfo> = lines.iter().filter(|l| l.trusts(src.ip())).collect();
     if trusted.is_empty() {
@@ -63,10 +64,80 @@ pub fn on_invite(
         tracing::warn!(%src, call_id, "INVITE from an address that is no line's provider; 403");
         return Verdict::Untrusted(403);
     }
-    // Which of our numbers was dialled, as each trusting line reads it
-    // (their regions and headers may differ), and its live lease if any.
+    let dialled = match dialled(ctx, msg, &trusted) {
+        Ok(d) => d,
+        Err(verdict) => {
+            log_misroute(ctx, src, call_id, &verdict);
+            return verdict.answer();
+        }
+    };
+    let code = dialled.line.reject_code;
+    let Some(lease) = dialled.lease else {
+        SipStats::inc(&stats.rejected_no_lease);
+        tracing::warn!(%src, call_id, dial_number = %dialled.number, header = dialled.header.as_str(),
+            line = %dialled.line.name, "call to a number with no active lease; rejected, nothing changed");
+        return Verdict::Reject(code);
+    };
+    let line = dialled.line;
+    match caller(msg, line.region, line.trust_asserted_identity) {
+        Caller::Number { e164, source } => {
+            let call = Call {
+                number: dialled.number,
+                header: dialled.header,
+                generation: lease.generation,
+                caller: e164,
+                source,
+                line: line.name.clone(),
+                code,
+            };
+            submit_call(ctx, call, at, decide)
+        }
+        Caller::Withheld(why) => {
+            SipStats::inc(&stats.rejected_withheld);
+            tracing::warn!(%src, call_id, dial_number = %dialled.number, reason = why.as_str(),
+                "call with a withheld caller number; rejected, verification left pending");
+            Verdict::Reject(code)
+        }
+    }
+}
+
+/// The line and number an INVITE dialled, and the number's live lease.
+struct Dialled<'a> {
+    line: &'a LineInfo,
+    number: String,
+    header: Header,
+    lease: Option<Lease>,
+}
+
+/// Why an INVITE names none of the trusting lines' numbers.
+enum Misroute {
+    /// Another line's number from this provider: not theirs to deliver.
+    OtherLine { number: String, header: Header },
+    /// Nothing that is one of our numbers.
+    NotOurs { header: Header, value: String },
+    /// `route_invite` named a line it was not given (it never does).
+    Impossible,
+}
+
+impl Misroute {
+    fn answer(&self) -> Verdict {
+        match self {
+            Misroute::OtherLine { .. } => Verdict::Reject(403),
+            Misroute::NotOurs { .. } => Verdict::Reject(404),
+            Misroute::Impossible => Verdict::Reject(500),
+        }
+    }
+}
+
+/// Which of our numbers was dialled, as each trusting line reads it (their
+/// regions and headers may differ), and its live lease if any.
+fn dialled<'a>(
+    ctx: &Sip,
+    msg: &Message,
+    trusted: &[&'a LineInfo],
+) -> Result<Dialled<'a>, Misroute> {
     let routes: Vec<_> = trusted.iter().map(|l| l.route()).collect();
-    let (route, lease) = app.leases.with_table(|table| {
+    let (route, lease) = ctx.leases.with_table(|table| {
         let route = route_invite(msg, &routes, |number| {
             table.slot_of(number).map(|slot| table.line_of(slot))
         });
@@ -76,62 +147,84 @@ pub fn on_invite(
         };
         (route, lease)
     });
-    let (line, number, header) = match route {
+    match route {
         Route::Line {
             line,
             number,
             header,
         } => match trusted.iter().find(|l| l.id == line) {
-            Some(info) => (*info, number, header),
-            // `route_invite` only names lines it was given.
-            None => return Verdict::Reject(500),
+            Some(info) => Ok(Dialled {
+                line: info,
+                number,
+                header,
+                lease,
+            }),
+            None => Err(Misroute::Impossible),
         },
-        Route::OtherLine { number, header } => {
-            SipStats::inc(&stats.rejected_unknown_number);
+        Route::OtherLine { number, header } => Err(Misroute::OtherLine { number, header }),
+        Route::NotOurs { header, value } => Err(Misroute::NotOurs { header, value }),
+    }
+}
+
+fn log_misroute(ctx: &Sip, src: SocketAddr, call_id: &str, why: &Misroute) {
+    match why {
+        Misroute::OtherLine { number, header } => {
+            SipStats::inc(&ctx.stats.rejected_unknown_number);
             tracing::warn!(%src, call_id, header = header.as_str(), dial_number = %number,
                 code = 403, "INVITE for another line's number from this provider; 403");
-            return Verdict::Reject(403);
         }
-        Route::NotOurs { header, value } => {
-            SipStats::inc(&stats.rejected_unknown_number);
+        Misroute::NotOurs { header, value } => {
+            SipStats::inc(&ctx.stats.rejected_unknown_number);
             tracing::warn!(%src, call_id, header = header.as_str(), value = %value,
                 code = 404, "INVITE for a number that is not one of the line's; 404");
-            return Verdict::Reject(404);
         }
-    };
-    let code = line.reject_code;
-    let Some(lease) = lease else {
-        SipStats::inc(&stats.rejected_no_lease);
-        tracing::warn!(%src, call_id, dial_number = %number, header = header.as_str(),
-            line = %line.name, "call to a number with no active lease; rejected, nothing changed");
-        return Verdict::Reject(code);
-    };
-    let (caller_number, source) = match caller(msg, line.region, line.trust_asserted_identity) {
-        Caller::Number { e164, source } => (e164, source),
-        Caller::Withheld(why) => {
-            SipStats::inc(&stats.rejected_withheld);
-            tracing::warn!(%src, call_id, dial_number = %number, reason = why.as_str(),
-                "call with a withheld caller number; rejected, verification left pending");
-            return Verdict::Reject(code);
+        Misroute::Impossible => {
+            tracing::error!(%src, call_id, "INVITE routed to a line that was not offered; 500");
         }
-    };
-    let app2 = app.clone();
-    let dial = number.clone();
-    let caller_for_log = caller_number.clone();
-    let line_name = line.name.clone();
+    }
+}
+
+/// A call that will complete the verification leased on `number`.
+struct Call {
+    number: String,
+    header: Header,
+    generation: u32,
+    caller: String,
+    source: Source,
+    line: String,
+    /// The final response once the transition is decided.
+    code: u16,
+}
+
+/// Submits the call's transition; its reply logs the outcome and calls
+/// `decide` with the final response code.
+fn submit_call(
+    ctx: &Arc<Sip>,
+    call: Call,
+    at: UnixMillis,
+    decide: Box<dyn FnOnce(u16) + Send>,
+) -> Verdict {
+    let replied = ctx.clone();
+    let Call {
+        number,
+        header,
+        generation,
+        caller,
+        source,
+        line,
+        code,
+    } = call;
+    let (dial, caller_for_log) = (number.clone(), caller.clone());
     let op = WriteOp::TransitionByNumber {
         dial_number: number,
-        generation: Some(lease.generation),
-        event: Event::Call {
-            at,
-            caller: caller_number,
-        },
+        generation: Some(generation),
+        event: Event::Call { at, caller },
         reply: Some(Box::new(move |result| {
             match &result {
                 Ok(t) if t.changed => {
-                    SipStats::inc(&app2.sip_stats.completed);
+                    SipStats::inc(&replied.stats.completed);
                     tracing::info!(dial_number = %dial, header = header.as_str(),
-                        caller = %caller_for_log, source = source.as_str(), line = %line_name,
+                        caller = %caller_for_log, source = source.as_str(), line = %line,
                         verification_id = t.row.as_ref().map_or("", |r| r.id.as_str()),
                         "call completed a verification");
                 }
@@ -143,7 +236,7 @@ pub fn on_invite(
             decide(code);
         })),
     };
-    if let Err(e) = app.store.submit(op) {
+    if let Err(e) = ctx.store.submit(op) {
         tracing::error!(error = %e, "call transition not queued");
         return Verdict::Reject(500);
     }

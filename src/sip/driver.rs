@@ -8,23 +8,20 @@
 //! of them needs a lock: it handles one input, runs due timers, sends what
 //! the machines queued, and sleeps until the next input or timer.
 //!
-//! Not for: protocol decisions (engine) or call decisions (`calls`).
+//! Not for: starting it (`start`), protocol decisions (engine) or call
+//! decisions (`calls`).
 
 use super::calls::{on_invite, Verdict};
-use super::line_info::resolve_lines;
 use super::lines::set_line_up;
+use super::Sip;
 use super::SipStats;
-use crate::http::listener::spawn_coroutine;
-use crate::runtime::app::App;
-use crate::runtime::config::{Config, LineMode};
-use anyhow::{Context, Result};
 use dialproof_engine::sip::message::{Message, DATAGRAM_BYTES_MAX};
-use dialproof_engine::sip::ping::{Change, PingConfig, Pinger};
-use dialproof_engine::sip::register::{Outcome, Registration, RegistrationConfig};
+use dialproof_engine::sip::ping::{Change, Pinger};
+use dialproof_engine::sip::register::{Outcome, Registration};
 use dialproof_engine::sip::server::{Dropped, Endpoint, Event, Transmit, TxId};
 use dialproof_engine::sip::Instant;
 use may::net::UdpSocket;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,11 +36,11 @@ const IDLE_WAKE: Duration = Duration::from_millis(200);
 /// kernel caps the request at `net.core.rmem_max`/`wmem_max`.
 pub const SOCKET_BUFFER_BYTES: usize = 4 * 1024 * 1024;
 /// How long the receive coroutine blocks before looking at the stop flag.
-const RECV_WAKE: Duration = Duration::from_millis(200);
+pub(super) const RECV_WAKE: Duration = Duration::from_millis(200);
 /// How long shutdown waits for the registrars to answer `Expires: 0`.
 const UNREGISTER_WAIT: Duration = Duration::from_secs(2);
 
-enum Input {
+pub(super) enum Input {
     Datagram(SocketAddr, Vec<u8>),
     Decision(TxId, u16),
 }
@@ -51,7 +48,7 @@ enum Input {
 /// A running SIP driver.
 pub struct SipHandle {
     pub addr: SocketAddr,
-    done: may::sync::mpsc::Receiver<()>,
+    pub(super) done: may::sync::mpsc::Receiver<()>,
 }
 
 impl SipHandle {
@@ -64,13 +61,13 @@ impl SipHandle {
     }
 }
 
-struct Client {
-    line: String,
-    kind: ClientKind,
-    up: bool,
+pub(super) struct Client {
+    pub(super) line: String,
+    pub(super) kind: ClientKind,
+    pub(super) up: bool,
 }
 
-enum ClientKind {
+pub(super) enum ClientKind {
     Register(Box<Registration>),
     Ping(Box<Pinger>),
 }
@@ -98,144 +95,12 @@ impl Client {
     }
 }
 
-/// Binds `[sip] listen`, starts the clients and the coroutines. `None` when
-/// the configuration has no `[sip]` section.
-pub fn spawn(app: &Arc<App>, config: &Config) -> Result<Option<SipHandle>> {
-    let lines = resolve_lines(config)?;
-    app.sip_lines.set_lines(lines.clone());
-    let Some(sip) = &config.sip else {
-        return Ok(None);
-    };
-    let socket =
-        UdpSocket::bind(sip.listen).with_context(|| format!("binding SIP on {}", sip.listen))?;
-    let addr = socket.local_addr()?;
-    socket.set_read_timeout(Some(RECV_WAKE))?;
-    let sock = socket2::SockRef::from(socket.inner());
-    // Best effort: a smaller buffer only means drops under bursts.
-    let _ = sock.set_recv_buffer_size(SOCKET_BUFFER_BYTES);
-    let _ = sock.set_send_buffer_size(SOCKET_BUFFER_BYTES);
-    tracing::debug!(
-        recv = sock.recv_buffer_size().unwrap_or(0),
-        send = sock.send_buffer_size().unwrap_or(0),
-        "sip socket buffers"
-    );
-    let socket = Arc::new(socket);
-    let clock = Clock::new();
-    let seed: u64 = rand::random();
-    let mut clients = Vec::new();
-    for (i, line) in lines.iter().enumerate() {
-        let (Some(provider), Some(host)) = (line.provider, line.provider_host.clone()) else {
-            continue;
-        };
-        let local = local_address(addr, sip.public_address, provider);
-        let cfg = &config.lines[i];
-        let line_seed = seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let kind = match line.mode {
-            LineMode::Register => {
-                let mut reg = Registration::new(
-                    RegistrationConfig {
-                        registrar: provider,
-                        domain: cfg.domain.clone().unwrap_or(host),
-                        username: cfg.username.clone().unwrap_or_default(),
-                        auth_username: cfg.auth_username.clone(),
-                        password: cfg.password.clone().unwrap_or_default(),
-                        expires_seconds: cfg.register_expires_seconds,
-                        local,
-                        contact_user: line.contact_user.clone(),
-                    },
-                    line_seed,
-                );
-                reg.start(clock.now());
-                ClientKind::Register(Box::new(reg))
-            }
-            LineMode::IpAuth => ClientKind::Ping(Box::new(Pinger::new(
-                PingConfig {
-                    target: provider,
-                    domain: cfg.domain.clone().unwrap_or(host),
-                    local,
-                    interval: Duration::from_secs(cfg.ping_interval_seconds.into()),
-                    failures_max: cfg.ping_failures_max,
-                },
-                clock.now(),
-                line_seed,
-            ))),
-            LineMode::AlwaysUp => continue,
-        };
-        let up = matches!(kind, ClientKind::Ping(_));
-        // Record the starting state so a table rebuild sees it. Nothing is
-        // failed at start: a restarted service's lines come up in
-        // milliseconds, and the pending verifications they hold expire
-        // normally if one does not.
-        set_line_up(app, &line.name, up, false);
-        tracing::info!(line = %line.name, %provider, %local, mode = line.mode.as_str(), "sip line started");
-        clients.push(Client {
-            line: line.name.clone(),
-            kind,
-            up,
-        });
-    }
-
-    let (tx, rx) = may::sync::mpsc::channel::<Input>();
-    let queued = Arc::new(AtomicUsize::new(0));
-    // The receiver outlives the service's stop flag: shutdown still reads
-    // the registrars' answers to `Expires: 0`. The driver clears it last.
-    let receiving = Arc::new(AtomicBool::new(true));
-    {
-        let (socket, tx, queued, receiving) = (
-            socket.clone(),
-            tx.clone(),
-            queued.clone(),
-            receiving.clone(),
-        );
-        let stats_app = app.clone();
-        spawn_coroutine(move || receive(&socket, &tx, &queued, &receiving, &stats_app));
-    }
-    let (done_tx, done_rx) = may::sync::mpsc::channel();
-    let driver = Driver {
-        app: app.clone(),
-        socket,
-        endpoint: Endpoint::new(seed.rotate_left(17)),
-        clients,
-        clock,
-        tx,
-        queued,
-    };
-    spawn_coroutine(move || {
-        driver.run(rx);
-        receiving.store(false, Ordering::Release);
-        let _ = done_tx.send(());
-    });
-    tracing::info!(%addr, "sip listening (udp)");
-    Ok(Some(SipHandle {
-        addr,
-        done: done_rx,
-    }))
-}
-
-/// Our address as `provider` reaches it: the configured public address,
-/// else the bound address, else (bound to 0.0.0.0) the source address the
-/// kernel picks toward the provider.
-fn local_address(bound: SocketAddr, public: Option<IpAddr>, provider: SocketAddr) -> SocketAddr {
-    if let Some(ip) = public {
-        return SocketAddr::new(ip, bound.port());
-    }
-    if !bound.ip().is_unspecified() {
-        return bound;
-    }
-    let probe = std::net::UdpSocket::bind(SocketAddr::new(bound.ip(), 0))
-        .and_then(|s| s.connect(provider).and_then(|()| s.local_addr()));
-    match probe {
-        Ok(a) => SocketAddr::new(a.ip(), bound.port()),
-        Err(_) => bound,
-    }
-}
-
-fn receive(
+pub(super) fn receive(
     socket: &UdpSocket,
     tx: &may::sync::mpsc::Sender<Input>,
     queued: &AtomicUsize,
     receiving: &AtomicBool,
-    app: &App,
+    ctx: &Sip,
 ) {
     // One byte more than the limit, so an oversized datagram is seen as such.
     let mut buf = vec![0u8; DATAGRAM_BYTES_MAX + 1];
@@ -259,7 +124,7 @@ fn receive(
         };
         if queued.fetch_add(1, Ordering::AcqRel) >= INBOUND_QUEUE_MAX {
             queued.fetch_sub(1, Ordering::AcqRel);
-            SipStats::inc(&app.sip_stats.overloaded);
+            SipStats::inc(&ctx.stats.overloaded);
             continue;
         }
         if tx.send(Input::Datagram(src, buf[..n].to_vec())).is_err() {
@@ -269,31 +134,31 @@ fn receive(
 }
 
 /// Milliseconds since the driver started, for the engine's machines.
-struct Clock(std::time::Instant);
+pub(super) struct Clock(std::time::Instant);
 
 impl Clock {
-    fn new() -> Clock {
+    pub(super) fn new() -> Clock {
         Clock(std::time::Instant::now())
     }
 
-    fn now(&self) -> Instant {
+    pub(super) fn now(&self) -> Instant {
         Instant(u64::try_from(self.0.elapsed().as_millis()).unwrap_or(u64::MAX))
     }
 }
 
-struct Driver {
-    app: Arc<App>,
-    socket: Arc<UdpSocket>,
-    endpoint: Endpoint,
-    clients: Vec<Client>,
-    clock: Clock,
-    tx: may::sync::mpsc::Sender<Input>,
-    queued: Arc<AtomicUsize>,
+pub(super) struct Driver {
+    pub(super) ctx: Arc<Sip>,
+    pub(super) socket: Arc<UdpSocket>,
+    pub(super) endpoint: Endpoint,
+    pub(super) clients: Vec<Client>,
+    pub(super) clock: Clock,
+    pub(super) tx: may::sync::mpsc::Sender<Input>,
+    pub(super) queued: Arc<AtomicUsize>,
 }
 
 impl Driver {
-    fn run(mut self, rx: may::sync::mpsc::Receiver<Input>) {
-        while !self.app.stopping() {
+    pub(super) fn run(mut self, rx: may::sync::mpsc::Receiver<Input>) {
+        while !self.ctx.stopping() {
             // First, so what `spawn` queued (the first REGISTERs) leaves now.
             self.flush();
             let now = self.clock.now();
@@ -324,6 +189,11 @@ impl Driver {
                 }
             }
             self.run_timers();
+            let held = self.endpoint.invite_transactions() as u64;
+            self.ctx
+                .stats
+                .invite_transactions
+                .store(held, Ordering::Relaxed);
         }
         self.shutdown(&rx);
     }
@@ -345,16 +215,16 @@ impl Driver {
         let event = match self.endpoint.handle_datagram(now, src, bytes) {
             Ok(e) => e,
             Err(Dropped::Malformed(e)) => {
-                SipStats::inc(&self.app.sip_stats.malformed);
+                SipStats::inc(&self.ctx.stats.malformed);
                 tracing::debug!(%src, error = %e, bytes = bytes.len(), "malformed sip datagram dropped");
                 return;
             }
             Err(Dropped::BadVia) => {
-                SipStats::inc(&self.app.sip_stats.malformed);
+                SipStats::inc(&self.ctx.stats.malformed);
                 return;
             }
             Err(Dropped::Overloaded) => {
-                SipStats::inc(&self.app.sip_stats.overloaded);
+                SipStats::inc(&self.ctx.stats.overloaded);
                 return;
             }
             Err(_) => return,
@@ -362,12 +232,12 @@ impl Driver {
         match event {
             Event::Invite { id, src, message } => {
                 // The moment of the call is when its INVITE arrived.
-                let at = self.app.now();
+                let at = self.ctx.now();
                 let tx = self.tx.clone();
                 let decide = Box::new(move |code: u16| {
                     let _ = tx.send(Input::Decision(id, code));
                 });
-                match on_invite(&self.app, src, &message, at, decide) {
+                match on_invite(&self.ctx, src, &message, at, decide) {
                     Verdict::Untrusted(code) => {
                         self.endpoint.respond_stateless(id, code);
                     }
@@ -379,7 +249,7 @@ impl Driver {
                 }
             }
             Event::Cancelled { id } => {
-                SipStats::inc(&self.app.sip_stats.cancelled);
+                SipStats::inc(&self.ctx.stats.cancelled);
                 tracing::info!(tx = id, %src, "call cancelled before the final response; 487 sent");
             }
             Event::Response { src, message } => self.on_response(now, src, &message),
@@ -446,7 +316,7 @@ impl Driver {
             };
             if up != client.up {
                 client.up = up;
-                set_line_up(&self.app, &client.line, up, true);
+                set_line_up(&self.ctx, &client.line, up, true);
             }
         }
     }
@@ -492,7 +362,7 @@ impl Driver {
             }
             self.flush();
         }
-        tracing::info!(stats = %self.app.sip_stats.render(), "sip stopped");
+        tracing::info!(stats = %self.ctx.stats.render(), "sip stopped");
     }
 }
 

@@ -3,10 +3,10 @@
 //! number is read and the Contact token. Host names are resolved here, at
 //! start or reload, never on the call path.
 //!
-//! Not for: the file's syntax and its checks (`crate::runtime::config`), or
+//! Not for: the file's syntax and its checks (`crate::shared::config`), or
 //! a line's up/down state (`super::state`).
 
-use crate::runtime::config::{Config, LineMode};
+use crate::shared::config::{Config, LineMode};
 use anyhow::{Context, Result};
 use dialproof_engine::lease::LineId;
 use dialproof_engine::sip::number::Region;
@@ -109,7 +109,7 @@ pub fn resolve_lines(config: &Config) -> Result<Vec<LineInfo>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::config::Config;
+    use crate::shared::config::Config;
 
     fn config(lines: &str) -> Result<Config> {
         let dir = tempfile::tempdir()?;

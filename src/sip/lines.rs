@@ -13,7 +13,7 @@
 //! Not for: registering or pinging (see `driver`), the resolved settings
 //! (`line_info`) or where the state is kept (`state`).
 
-use crate::runtime::app::App;
+use super::Sip;
 use dialproof_engine::lease::LineId;
 use dialproof_engine::verification::Event;
 use dialproof_storage::WriteOp;
@@ -25,11 +25,13 @@ pub const LINE_DOWN_REASON: &str = "sip line down";
 /// Marks line `name` up or down. Going down with `fail_pending` also fails
 /// every pending verification on the line. Called by the driver at start
 /// (without failing anything) and on every change.
-pub fn set_line_up(app: &Arc<App>, name: &str, up: bool, fail_pending: bool) {
-    let states = &app.sip_lines;
+pub fn set_line_up(ctx: &Arc<Sip>, name: &str, up: bool, fail_pending: bool) {
+    let states = &ctx.lines;
     let mut guard = states.up.lock();
-    guard.insert(name.to_owned(), up);
-    let config = app.config.read().clone();
+    if guard.insert(name.to_owned(), up) != Some(up) {
+        states.changed_at.lock().insert(name.to_owned(), ctx.now());
+    }
+    let config = ctx.config.read().clone();
     let Some(index) = config.lines.iter().position(|l| l.name == name) else {
         return;
     };
@@ -37,7 +39,7 @@ pub fn set_line_up(app: &Arc<App>, name: &str, up: bool, fail_pending: bool) {
         return;
     };
     // The leases of the line as it goes down, taken in the same look.
-    let leases: Vec<(String, u32)> = app.leases.with_table(|table| {
+    let leases: Vec<(String, u32)> = ctx.leases.with_table(|table| {
         table.set_line_up(line, up);
         if up || !fail_pending {
             return Vec::new();
@@ -63,7 +65,7 @@ pub fn set_line_up(app: &Arc<App>, name: &str, up: bool, fail_pending: bool) {
     }
     // Every live lease on the line: its verification cannot be completed
     // by a call any more, so it fails now rather than expire silently.
-    let now = app.now();
+    let now = ctx.now();
     let mut failed = 0usize;
     for (number, generation) in leases {
         let logged = number.clone();
@@ -83,7 +85,7 @@ pub fn set_line_up(app: &Arc<App>, name: &str, up: bool, fail_pending: bool) {
                 }
             })),
         };
-        match app.store.submit(op) {
+        match ctx.store.submit(op) {
             Ok(()) => failed += 1,
             Err(e) => tracing::error!(%number, error = %e, "failing a verification of a down line"),
         }

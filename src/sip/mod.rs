@@ -15,20 +15,57 @@ mod calls;
 mod driver;
 mod line_info;
 mod lines;
+mod start;
 pub mod state;
 
-pub use driver::spawn;
+pub use driver::SipHandle;
+pub use start::spawn;
 pub use state::SipStats;
+
+use crate::shared::clock::Clock;
+use crate::shared::config::LiveConfig;
+use crate::shared::leases::Leases;
+use dialproof_engine::time::UnixMillis;
+use dialproof_storage::Store;
+use state::LineStates;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// What the SIP side may touch, handed over at start-up: the store (call
+/// transitions, a line's failed verifications), the lease table, the live
+/// configuration (lines), the lines' up/down state and the SIP counters,
+/// the clock and the stop flag.
+pub struct Sip {
+    pub store: Store,
+    pub leases: Arc<Leases>,
+    pub config: Arc<LiveConfig>,
+    /// Each line's up/down state and resolved settings.
+    pub lines: Arc<LineStates>,
+    pub stats: Arc<SipStats>,
+    pub clock: Clock,
+    pub stop: Arc<AtomicBool>,
+}
+
+impl Sip {
+    /// Now, on the service's one clock.
+    pub fn now(&self) -> UnixMillis {
+        self.clock.now()
+    }
+
+    pub fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+}
 
 /// After the control loop swapped in a rebuilt lease table and the new
 /// configuration: re-resolves the lines and re-applies their up/down state
 /// (a change that raced the rebuild is applied again here). Registration
 /// and ping clients keep the settings they started with until a restart.
-pub fn on_table_rebuilt(app: &crate::runtime::app::App) {
-    let config = app.config.read().clone();
+pub fn on_table_rebuilt(ctx: &Sip) {
+    let config = ctx.config.read().clone();
     match line_info::resolve_lines(&config) {
-        Ok(resolved) => app.sip_lines.set_lines(resolved),
+        Ok(resolved) => ctx.lines.set_lines(resolved),
         Err(e) => tracing::error!(error = %e, "sip lines not re-resolved; keeping the old ones"),
     }
-    app.sip_lines.reapply(&app.leases, &config);
+    ctx.lines.reapply(&ctx.leases, &config);
 }

@@ -6,9 +6,10 @@
 //! Not for: changing a line's state and what that does (`super::lines`).
 
 use super::line_info::LineInfo;
-use crate::runtime::config::Config;
-use crate::runtime::leases::Leases;
+use crate::shared::config::Config;
+use crate::shared::leases::Leases;
 use dialproof_engine::lease::LineId;
+use dialproof_engine::time::UnixMillis;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,6 +22,9 @@ pub struct LineStates {
     /// Taken around every change and every re-application to a rebuilt
     /// table, so a change racing a rebuild is never lost.
     pub(super) up: Mutex<HashMap<String, bool>>,
+    /// When each line's state last changed (or was first set), for the
+    /// operators' metrics.
+    pub(super) changed_at: Mutex<HashMap<String, UnixMillis>>,
     lines: parking_lot::RwLock<Arc<Vec<LineInfo>>>,
 }
 
@@ -28,6 +32,11 @@ impl LineStates {
     /// The state of every line whose state is known (for `build_table`).
     pub fn snapshot(&self) -> HashMap<String, bool> {
         self.up.lock().clone()
+    }
+
+    /// When each line's state last changed, by name.
+    pub fn changed_at(&self) -> HashMap<String, UnixMillis> {
+        self.changed_at.lock().clone()
     }
 
     pub fn lines(&self) -> Arc<Vec<LineInfo>> {
@@ -66,6 +75,9 @@ pub struct SipStats {
     pub cancelled: AtomicU64,
     pub malformed: AtomicU64,
     pub overloaded: AtomicU64,
+    /// Gauge: INVITE server transactions held now (answered ones wait for
+    /// their ACK and then T4).
+    pub invite_transactions: AtomicU64,
 }
 
 impl SipStats {

@@ -20,8 +20,8 @@
 //! the senders), or writing (the storage writer records attempts).
 
 use super::sender::Job;
+use super::Webhooks;
 use super::{Internal, SEND_QUEUE_MAX};
-use crate::runtime::app::App;
 use crossbeam_channel::{select, Receiver, Sender, TrySendError};
 use dialproof_engine::time::UnixMillis;
 use dialproof_engine::webhook_schedule::{
@@ -47,7 +47,7 @@ const UNDELIVERED_REFRESH_MS: i64 = 5_000;
 const TURN_WAIT_MAX: Duration = Duration::from_millis(POLL_INTERVAL_MS as u64);
 
 pub struct Driver {
-    app: Arc<App>,
+    ctx: Arc<Webhooks>,
     reader: Reader,
     jobs: Sender<Job>,
     scheduler: Scheduler<DeliveryRow>,
@@ -59,13 +59,13 @@ pub struct Driver {
 }
 
 impl Driver {
-    pub fn new(app: Arc<App>, reader: Reader, jobs: Sender<Job>) -> Driver {
+    pub fn new(ctx: Arc<Webhooks>, reader: Reader, jobs: Sender<Job>) -> Driver {
         let limits = Limits {
             in_flight_max: IN_FLIGHT_MAX,
             ..Limits::default()
         };
         Driver {
-            app,
+            ctx,
             reader,
             jobs,
             scheduler: Scheduler::new(limits),
@@ -76,8 +76,8 @@ impl Driver {
     }
 
     pub fn run(mut self, wakes: Receiver<i64>, internal: Receiver<Internal>) {
-        while !self.app.stopping() {
-            self.turn(self.app.now());
+        while !self.ctx.stopping() {
+            self.turn(self.ctx.now());
             let wait = self.wait();
             select! {
                 recv(wakes) -> msg => match msg {
@@ -120,7 +120,7 @@ impl Driver {
     /// The metrics' view of the pipeline: the queue and in-flight counts
     /// every turn, the pending rows every [`UNDELIVERED_REFRESH_MS`].
     fn gauges(&mut self, now: UnixMillis) {
-        let m = &self.app.metrics.webhooks;
+        let m = &self.ctx.metrics.webhooks;
         m.queued.store(self.jobs.len() as u64, Ordering::Relaxed);
         m.in_flight
             .store(self.scheduler.in_flight() as u64, Ordering::Relaxed);
@@ -146,7 +146,7 @@ impl Driver {
     /// many rows would otherwise oversleep a timer by its own length. The
     /// decisions all used the turn's one reading.
     fn wait(&mut self) -> Duration {
-        let ms = (self.scheduler.poll_timeout().0 - self.app.now().0).max(0);
+        let ms = (self.scheduler.poll_timeout().0 - self.ctx.now().0).max(0);
         Duration::from_millis(u64::try_from(ms).unwrap_or(0)).min(TURN_WAIT_MAX)
     }
 

@@ -30,11 +30,41 @@ mod sender;
 mod vetting;
 pub mod waker;
 
-use crate::runtime::app::App;
+use crate::shared::clock::Clock;
+use crate::shared::config::LiveConfig;
+use crate::shared::metrics::Metrics;
+use crate::shared::resolve::Resolver;
 use anyhow::{Context, Result};
 use crossbeam_channel::{bounded, unbounded, Receiver};
+use dialproof_engine::time::UnixMillis;
 use dialproof_engine::webhook_retry::Next;
+use dialproof_storage::Store;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+
+/// What the webhook pipeline may touch, handed over at start-up: the store
+/// (outbox reads, attempt records), the resolver for the SSRF check at
+/// delivery, the live configuration (companies' settings), the counters,
+/// the clock and the stop flag.
+pub struct Webhooks {
+    pub store: Store,
+    pub resolver: Resolver,
+    pub config: Arc<LiveConfig>,
+    pub metrics: Arc<Metrics>,
+    pub clock: Clock,
+    pub stop: Arc<AtomicBool>,
+}
+
+impl Webhooks {
+    /// Now, on the service's one clock.
+    pub fn now(&self) -> UnixMillis {
+        self.clock.now()
+    }
+
+    pub fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+}
 
 /// Attempts queued for the senders beyond those running.
 pub const SEND_QUEUE_MAX: usize = 1024;
@@ -52,8 +82,8 @@ pub enum Internal {
 
 /// Starts the sender threads and the driver thread. The settings are read
 /// once: changing `[webhooks]` needs a restart.
-pub fn spawn(app: Arc<App>, wakes: Receiver<i64>) -> Result<()> {
-    let config = app.config.read().clone();
+pub fn spawn(ctx: Arc<Webhooks>, wakes: Receiver<i64>) -> Result<()> {
+    let config = ctx.config.read().clone();
     let schedule = config.webhooks.schedule()?;
     let senders = config.webhooks.sender_threads()?;
     let db = config.database_path();
@@ -63,16 +93,16 @@ pub fn spawn(app: Arc<App>, wakes: Receiver<i64>) -> Result<()> {
         .map_err(|e| anyhow::anyhow!("opening {} for the webhook driver: {e}", db.display()))?;
     let (jobs_tx, jobs_rx) = bounded(SEND_QUEUE_MAX);
     let (internal_tx, internal_rx) = unbounded();
-    let agents = sender::Agents::new(&app.resolver);
+    let agents = sender::Agents::new(&ctx.resolver);
     for i in 0..senders {
-        let (app, agents, schedule) = (app.clone(), agents.clone(), schedule.clone());
+        let (ctx, agents, schedule) = (ctx.clone(), agents.clone(), schedule.clone());
         let (jobs, done) = (jobs_rx.clone(), internal_tx.clone());
         std::thread::Builder::new()
             .name(format!("webhook-sender-{i}"))
-            .spawn(move || sender::run(app, agents, schedule, jobs, done))
+            .spawn(move || sender::run(ctx, agents, schedule, jobs, done))
             .context("starting a webhook sender thread")?;
     }
-    let driver = driver::Driver::new(app, reader, jobs_tx);
+    let driver = driver::Driver::new(ctx, reader, jobs_tx);
     std::thread::Builder::new()
         .name("webhook-driver".into())
         .spawn(move || driver.run(wakes, internal_rx))

@@ -19,9 +19,9 @@
 
 use super::vetting::VettingResolver;
 use super::Internal;
-use crate::runtime::app::App;
-use crate::runtime::metrics::Metrics;
-use crate::runtime::resolve::Resolver;
+use super::Webhooks;
+use crate::shared::metrics::Metrics;
+use crate::shared::resolve::Resolver;
 use crossbeam_channel::{Receiver, Sender};
 use dialproof_engine::dev_urls::Policy;
 use dialproof_engine::ssrf;
@@ -112,24 +112,30 @@ struct Exchange {
 }
 
 pub fn run(
-    app: Arc<App>,
+    ctx: Arc<Webhooks>,
     agents: Agents,
     schedule: Schedule,
     jobs: Receiver<Job>,
     done: Sender<Internal>,
 ) {
     for job in jobs {
-        if app.stopping() {
+        if ctx.stopping() {
             return;
         }
-        attempt(&app, &agents, &schedule, job, &done);
+        attempt(&ctx, &agents, &schedule, job, &done);
     }
 }
 
-fn attempt(app: &App, agents: &Agents, schedule: &Schedule, job: Job, done: &Sender<Internal>) {
-    let started_at = app.now();
+fn attempt(
+    ctx: &Webhooks,
+    agents: &Agents,
+    schedule: &Schedule,
+    job: Job,
+    done: &Sender<Internal>,
+) {
+    let started_at = ctx.now();
     let exchange = exchange(agents, &job, started_at);
-    let finished_at = app.now();
+    let finished_at = ctx.now();
     let outcome = match exchange.status {
         Some(status) => AttemptOutcome::Response {
             status,
@@ -139,7 +145,7 @@ fn attempt(app: &App, agents: &Agents, schedule: &Schedule, job: Job, done: &Sen
     };
     let verdict = classify(&outcome);
     let next = schedule.after_attempt(job.attempt_no, verdict, finished_at, rand::random());
-    count(app, &job, &exchange, verdict, next, started_at, finished_at);
+    count(ctx, &job, &exchange, verdict, next, started_at, finished_at);
     let (state, next_attempt_at) = match next {
         Next::Delivered => (DeliveryState::Delivered, None),
         Next::RetryAt(at) => (DeliveryState::Pending, Some(at)),
@@ -199,7 +205,7 @@ fn attempt(app: &App, agents: &Agents, schedule: &Schedule, job: Job, done: &Sen
         }
     };
     let reply_report = report.clone();
-    let submitted = app.store.submit(WriteOp::RecordAttempt {
+    let submitted = ctx.store.submit(WriteOp::RecordAttempt {
         attempt: record,
         reply: Box::new(move |r| reply_report(r.map_err(|e| e.to_string()))),
     });
@@ -210,7 +216,7 @@ fn attempt(app: &App, agents: &Agents, schedule: &Schedule, job: Job, done: &Sen
 
 /// The attempt in the operators' metrics.
 fn count(
-    app: &App,
+    ctx: &Webhooks,
     job: &Job,
     exchange: &Exchange,
     verdict: Verdict,
@@ -218,7 +224,7 @@ fn count(
     started_at: UnixMillis,
     finished_at: UnixMillis,
 ) {
-    let m = &app.metrics.webhooks;
+    let m = &ctx.metrics.webhooks;
     let outcome = match (exchange.status, verdict) {
         (None, _) => 2,
         (Some(_), Verdict::Failed) => 1,

@@ -3,7 +3,7 @@
 //! A webhook URL was checked when the verification was created, but DNS can
 //! change between then and delivery (DNS rebinding: public at creation,
 //! `127.0.0.1` at delivery). So every attempt resolves the host again
-//! (through the service's `crate::runtime::resolve::Resolver`, the seam the check at
+//! (through the service's `crate::shared::resolve::Resolver`, the seam the check at
 //! creation uses too), checks EVERY address against the blocked ranges, and
 //! hands ureq only addresses that passed: the connection can only go to a
 //! vetted IP, while the `Host` header and TLS SNI stay the URL's host name. Doing this inside ureq's
@@ -17,7 +17,7 @@
 //! Not for: the range tables (`dialproof_engine::ssrf`), the https-only rule
 //! (the sender checks the scheme before any lookup) or caching lookups.
 
-use crate::runtime::resolve::{LookupError, Resolver, RESOLVE_TIMEOUT};
+use crate::shared::resolve::{LookupError, Resolver, RESOLVE_TIMEOUT};
 use dialproof_engine::ssrf;
 use std::net::{IpAddr, SocketAddr};
 use ureq::http::Uri;
@@ -130,7 +130,7 @@ impl ureq::unversioned::resolver::Resolver for VettingResolver {
 #[cfg(test)]
 mod tests {
     use super::VettingResolver;
-    use crate::runtime::resolve::{Resolve, Resolver};
+    use crate::shared::resolve::{Resolve, Resolver};
     use std::net::{IpAddr, SocketAddr};
     use std::sync::Arc;
     use ureq::unversioned::resolver::Resolver as _;

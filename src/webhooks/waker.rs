@@ -12,7 +12,7 @@ use crossbeam_channel::{bounded, Receiver, Sender, TrySendError};
 /// Commit wakes queued to the driver.
 pub const WAKE_QUEUE_MAX: usize = 65_536;
 
-/// The handle `App` holds to wake the driver.
+/// The handle `Webhooks` holds to wake the driver.
 pub struct Waker {
     tx: Sender<i64>,
 }
@@ -36,7 +36,7 @@ impl Waker {
     }
 }
 
-/// The waker for `App`, and the receiving end for [`spawn`].
+/// The waker for `Webhooks`, and the receiving end for [`spawn`].
 pub fn channel() -> (Waker, Receiver<i64>) {
     let (tx, rx) = bounded(WAKE_QUEUE_MAX);
     (Waker { tx }, rx)

@@ -60,7 +60,7 @@ pub use rows::{
     CompanyRow, DeliveryRow, DeliveryState, KeyRow, NewRejection, ReleasedLease, TransitionResult,
     VerificationRow,
 };
-pub use stats::StoreStats;
+pub use stats::{StoreStats, BATCH_OPS_BUCKETS, COMMIT_SECONDS_BUCKETS};
 pub use store::{
     Options, Store, BATCH_MAX_DEFAULT, QUEUE_CAPACITY_DEFAULT, READERS_DEFAULT, READERS_MAX,
 };

@@ -290,7 +290,13 @@ impl Store {
     /// The counters so far.
     pub fn stats(&self) -> StoreStats {
         let s = &self.inner.counters;
+        let (batch_ops, batch_ops_sum) = s.batch_ops.snapshot();
+        let (commit_seconds, commit_micros_sum) = s.commit_micros.snapshot();
         StoreStats {
+            batch_ops,
+            batch_ops_sum,
+            commit_seconds,
+            commit_micros_sum,
             batches_committed: s.batches_committed.load(Ordering::Relaxed),
             batches_failed: s.batches_failed.load(Ordering::Relaxed),
             last_batch_failed: s.last_batch_failed.load(Ordering::Relaxed),

@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod netns;
+pub mod virtual_time;
 
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::{json, Value};
@@ -120,6 +121,9 @@ pub struct Server {
     tls: Arc<rustls::ClientConfig>,
     /// Extra environment of the server process (e.g. fail points).
     env: Vec<(String, String)>,
+    /// The service running inside this test process instead of a child
+    /// (see `virtual_time`).
+    in_process: Option<virtual_time::InProcess>,
 }
 
 impl Server {
@@ -155,6 +159,7 @@ impl Server {
             http: None,
             child: None,
             env: Vec::new(),
+            in_process: None,
             logs: Arc::new(Mutex::new(String::new())),
             tls: Arc::new(
                 rustls::ClientConfig::builder_with_provider(provider())
@@ -513,6 +518,9 @@ pub fn create_key(server: &Server, company: i64) -> String {
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.kill_child();
+        if let Some(running) = self.in_process.take() {
+            running.stop();
+        }
         if std::thread::panicking() {
             eprintln!("---- server logs ----\n{}---- end ----", self.logs());
         }

@@ -138,8 +138,11 @@ fn run_in_namespace(test: &str, hosts: &str) {
         "{test} failed in its network namespace ({}); its output is above",
         out.status
     );
+    // Not `test {test} ... ok`: a service started in process (virtual
+    // time) prints its READY line between the name and the verdict.
     assert!(
-        stdout.contains(&format!("test {test} ... ok")),
+        stdout.contains(&format!("test {test} ... "))
+            && stdout.contains("test result: ok. 1 passed"),
         "{test} did not run in the namespace (is the name right?)"
     );
 }

@@ -14,11 +14,15 @@
 //! not the request's, a Content-Length larger than the body that came.
 //! Every step works on checked slices; peer bytes never reach an `unwrap`.
 //!
+//! Via values are `super::via`'s, the responses we build
+//! `super::response`'s (re-exported here).
+//!
 //! Not for: the meaning of From/To/PAI values (see [`super::uri`] and
 //! [`super::identity`]) or transaction state (see [`super::server`]).
 
-use std::fmt::{self, Write as _};
-use std::net::{IpAddr, SocketAddr};
+pub use super::response::{build_response, has_tag, reason_phrase, tag_of, PRODUCT};
+pub use super::via::{split_host_port, Via, BRANCH_COOKIE};
+use std::fmt;
 
 /// The largest datagram we parse. RFC 3261 s18.1.1 sends anything near the
 /// path MTU over TCP, so real INVITEs over UDP stay under ~1.3 KB; 16 KiB
@@ -493,218 +497,10 @@ pub fn parse_params(s: &str) -> Vec<(String, Option<String>)> {
     out
 }
 
-/// One Via value: `SIP/2.0/UDP host[:port];params`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Via {
-    pub transport: String,
-    pub host: String,
-    pub port: Option<u16>,
-    pub params: Vec<(String, Option<String>)>,
-}
-
-/// RFC 3261's magic cookie: a branch starting with it is globally unique.
-pub const BRANCH_COOKIE: &str = "z9hG4bK";
-
-impl Via {
-    pub fn parse(value: &str) -> Option<Via> {
-        let (proto, rest) = value.trim().split_once(char::is_whitespace)?;
-        let mut proto_parts = proto.split('/');
-        let (name, version, transport) = (
-            proto_parts.next()?,
-            proto_parts.next()?,
-            proto_parts.next()?,
-        );
-        if !name.trim().eq_ignore_ascii_case("SIP") || version.trim() != "2.0" {
-            return None;
-        }
-        let rest = rest.trim();
-        let (sent_by, params) = match rest.find(';') {
-            Some(i) => (&rest[..i], parse_params(&rest[i + 1..])),
-            None => (rest, Vec::new()),
-        };
-        let (host, port) = split_host_port(sent_by.trim())?;
-        Some(Via {
-            transport: transport.trim().to_ascii_uppercase(),
-            host,
-            port,
-            params,
-        })
-    }
-
-    pub fn param(&self, name: &str) -> Option<Option<&str>> {
-        self.params
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_deref())
-    }
-
-    pub fn branch(&self) -> Option<&str> {
-        self.param("branch").flatten()
-    }
-
-    /// `host[:port]` as written, for transaction matching.
-    pub fn sent_by(&self) -> String {
-        match self.port {
-            Some(p) => format!("{}:{p}", self.host),
-            None => self.host.clone(),
-        }
-    }
-
-    /// Where a response to a request that arrived from `src` with this top
-    /// Via goes (RFC 3261 s18.2.2 with RFC 3581 `rport`): with `rport`, back
-    /// to the source address and port; else to `received` (or the sent-by
-    /// host if it is an IP literal) at the sent-by port. A sent-by host name
-    /// would need DNS, which the response path must not wait for: the source
-    /// address answers instead.
-    pub fn response_target(&self, src: SocketAddr) -> SocketAddr {
-        if self.param("rport").is_some() {
-            return src;
-        }
-        let port = self.port.unwrap_or(5060);
-        if let Some(Some(received)) = self.param("received") {
-            if let Ok(ip) = received.parse::<IpAddr>() {
-                return SocketAddr::new(ip, port);
-            }
-        }
-        match self.host.trim_matches(['[', ']']).parse::<IpAddr>() {
-            Ok(ip) => SocketAddr::new(ip, port),
-            Err(_) => SocketAddr::new(src.ip(), port),
-        }
-    }
-
-    /// The value with `received` (when the source differs from sent-by)
-    /// and a filled-in `rport` (when the client asked for it) added, as a
-    /// server must before copying the Via into its responses.
-    pub fn stamped(&self, src: SocketAddr) -> String {
-        let mut out = format!("SIP/2.0/{} {}", self.transport, self.sent_by());
-        let host_is_src = self
-            .host
-            .trim_matches(['[', ']'])
-            .parse::<IpAddr>()
-            .is_ok_and(|ip| ip == src.ip());
-        for (k, v) in &self.params {
-            match (k.as_str(), v) {
-                ("received", _) => {}
-                ("rport", _) => {
-                    let _ = write!(out, ";rport={}", src.port());
-                }
-                (k, Some(v)) => {
-                    let _ = write!(out, ";{k}={v}");
-                }
-                (k, None) => {
-                    let _ = write!(out, ";{k}");
-                }
-            }
-        }
-        if !host_is_src || self.param("rport").is_some() {
-            let _ = write!(out, ";received={}", src.ip());
-        }
-        out
-    }
-}
-
-/// `host[:port]`, with IPv6 literals in brackets.
-pub fn split_host_port(s: &str) -> Option<(String, Option<u16>)> {
-    if s.is_empty() {
-        return None;
-    }
-    if let Some(rest) = s.strip_prefix('[') {
-        let (host, after) = rest.split_once(']')?;
-        let port = match after.strip_prefix(':') {
-            Some(p) => Some(p.parse().ok()?),
-            None if after.is_empty() => None,
-            None => return None,
-        };
-        return Some((format!("[{host}]"), port));
-    }
-    match s.rsplit_once(':') {
-        Some((h, p)) if !h.is_empty() && !h.contains(':') => {
-            Some((h.to_owned(), Some(p.parse().ok()?)))
-        }
-        Some(_) => None,
-        None => Some((s.to_owned(), None)),
-    }
-}
-
-/// The reason phrase we write for a status code.
-pub fn reason_phrase(code: u16) -> &'static str {
-    match code {
-        100 => "Trying",
-        200 => "OK",
-        400 => "Bad Request",
-        403 => "Forbidden",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        480 => "Temporarily Unavailable",
-        481 => "Call/Transaction Does Not Exist",
-        486 => "Busy Here",
-        487 => "Request Terminated",
-        500 => "Server Internal Error",
-        501 => "Not Implemented",
-        503 => "Service Unavailable",
-        603 => "Decline",
-        _ => "Unknown",
-    }
-}
-
-/// The `User-Agent`/`Server` value we send.
-pub const PRODUCT: &str = "dialproof";
-
-/// A response to `req`: its Via headers (already stamped by the caller if
-/// needed, see [`Via::stamped`]), From, To (with `to_tag` added when the
-/// request's To has none and the response is not a 100), Call-ID and CSeq.
-/// `extra` headers are written as given.
-pub fn build_response(
-    req: &Message,
-    vias: &[String],
-    code: u16,
-    to_tag: Option<&str>,
-    extra: &[(&str, &str)],
-) -> Vec<u8> {
-    let mut out = String::with_capacity(512);
-    let _ = write!(out, "SIP/2.0 {code} {}\r\n", reason_phrase(code));
-    for v in vias {
-        let _ = write!(out, "Via: {v}\r\n");
-    }
-    let _ = write!(out, "From: {}\r\n", req.header("From").unwrap_or(""));
-    let to = req.header("To").unwrap_or("");
-    match to_tag {
-        Some(tag) if code > 100 && !has_tag(to) => {
-            let _ = write!(out, "To: {to};tag={tag}\r\n");
-        }
-        _ => {
-            let _ = write!(out, "To: {to}\r\n");
-        }
-    }
-    let _ = write!(out, "Call-ID: {}\r\n", req.call_id());
-    let _ = write!(out, "CSeq: {} {}\r\n", req.cseq.0, req.cseq.1);
-    for (k, v) in extra {
-        let _ = write!(out, "{k}: {v}\r\n");
-    }
-    let _ = write!(out, "Server: {PRODUCT}\r\nContent-Length: 0\r\n\r\n");
-    out.into_bytes()
-}
-
-/// Whether a From/To value carries a `tag` parameter (outside its URI).
-pub fn has_tag(value: &str) -> bool {
-    tag_of(value).is_some()
-}
-
-/// The `tag` parameter of a From/To value.
-pub fn tag_of(value: &str) -> Option<String> {
-    let params = match value.rfind('>') {
-        Some(i) => &value[i + 1..],
-        None => value.split_once(';').map_or("", |(_, p)| p),
-    };
-    parse_params(params.trim_start_matches(';'))
-        .into_iter()
-        .find(|(k, _)| k == "tag")
-        .and_then(|(_, v)| v)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::SocketAddr;
 
     pub(crate) const INVITE: &str = "INVITE sip:+74950000001@127.0.0.1 SIP/2.0\r\n\
         Via: SIP/2.0/UDP 10.0.0.1:5070;branch=z9hG4bK1;rport\r\n\

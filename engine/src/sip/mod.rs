@@ -34,10 +34,12 @@ pub mod message;
 pub mod number;
 pub mod ping;
 pub mod register;
+pub mod response;
 pub mod rng;
 pub mod route;
 pub mod server;
 pub mod uri;
+pub mod via;
 
 use std::time::Duration;
 

@@ -49,8 +49,13 @@ pub(super) fn run_batch(conn: &Connection, ctx: &BatchContext, batch: &mut Vec<W
         events: Vec::new(),
         touches: HashMap::new(),
     };
+    let started = std::time::Instant::now();
     let committed = match execute(conn, ctx, batch, &mut ran) {
-        Ok(()) => true,
+        Ok(()) => {
+            let ops = ran.replies.len() as u64;
+            ctx.counters.committed_batch(ops, started.elapsed());
+            true
+        }
         Err(e) => {
             rollback(conn);
             ran.replies = ran.replies.into_iter().map(|r| r.fail(&e)).collect();

@@ -1,6 +1,6 @@
 //! A small pool of named plain threads for blocking jobs whose callers must
 //! not block: password hashing (`crate::offload`) and DNS lookups
-//! (`crate::runtime::resolve`).
+//! (`crate::shared::resolve`).
 //!
 //! A caller hands the pool a job and parks on a may channel until the answer
 //! comes. In a coroutine that parks only the coroutine, so its worker thread

@@ -9,7 +9,7 @@
 //!
 //! Not for: deciding which number to lease (the engine does that).
 
-use crate::runtime::config::{Config, ConfiguredNumber, LineMode};
+use crate::shared::config::{Config, ConfiguredNumber, LineMode};
 use anyhow::{Context, Result};
 use dialproof_engine::lease::{Lease, LeaseTable, LineSpec, NumberSpec};
 use dialproof_engine::pool::Pool;

@@ -8,7 +8,7 @@
 //! running service left such a number leased until the next restart: issue
 //! 12.)
 //!
-//! Not for: the thread that submits due expiries (`super::expiry`), or what
+//! Not for: the thread that submits due expiries (`crate::runtime::expiry`), or what
 //! is due and when a failed one is retried (the engine's queue decides).
 
 use super::clock::Clock;

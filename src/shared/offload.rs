@@ -1,10 +1,10 @@
 //! The pool for CPU-heavy work (password hashing), so a worker thread never
 //! spends tens of milliseconds on one request while its other coroutines
-//! wait. The waiting coroutine parks (see `crate::runtime::thread_pool`).
+//! wait. The waiting coroutine parks (see `crate::shared::thread_pool`).
 //!
-//! Not for: IO (storage has its own threads, DNS the `crate::runtime::resolve` pool).
+//! Not for: IO (storage has its own threads, DNS the `crate::shared::resolve` pool).
 
-use crate::runtime::thread_pool::ThreadPool;
+use crate::shared::thread_pool::ThreadPool;
 use std::time::Duration;
 
 /// Threads of the pool; hashing is rare (logins, user creation).

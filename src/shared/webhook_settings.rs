@@ -7,7 +7,7 @@
 //! Not for: the schedule's logic (`dialproof_engine::webhook_retry`).
 
 use anyhow::{bail, Result};
-use dialproof_engine::webhook_retry::{Schedule, DEFAULT_DELAYS_SECONDS, DEFAULT_JITTER_PERCENT};
+use dialproof_engine::webhook_retry::{Schedule, DELAYS_SECONDS_DEFAULT, JITTER_PERCENT_DEFAULT};
 use serde::Deserialize;
 
 /// Sender threads by default. Senders mostly wait on the network, so this
@@ -36,10 +36,10 @@ impl WebhooksConfig {
         let delays = self
             .retry_schedule_seconds
             .as_deref()
-            .unwrap_or(&DEFAULT_DELAYS_SECONDS);
+            .unwrap_or(&DELAYS_SECONDS_DEFAULT);
         Schedule::new(
             delays,
-            self.jitter_percent.unwrap_or(DEFAULT_JITTER_PERCENT),
+            self.jitter_percent.unwrap_or(JITTER_PERCENT_DEFAULT),
         )
         .map_err(|e| anyhow::anyhow!("webhooks.retry_schedule_seconds: {e}"))
     }

@@ -19,7 +19,7 @@
 //! Not for: deciding whether an address is allowed (`dialproof_engine::ssrf`)
 //! or caching answers (each check must see what DNS says now).
 
-use crate::runtime::thread_pool::{PoolError, ThreadPool};
+use crate::shared::thread_pool::{PoolError, ThreadPool};
 use std::net::{IpAddr, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::Duration;

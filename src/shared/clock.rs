@@ -32,7 +32,6 @@ impl Clock {
     }
 
     /// A clock that reads `now` (a test's virtual time, for one).
-    #[allow(dead_code)] // The seam; the binary itself only runs the system clock.
     pub fn from_fn(now: impl Fn() -> UnixMillis + Send + Sync + 'static) -> Clock {
         Clock { now: Arc::new(now) }
     }

@@ -3,7 +3,7 @@
 //! One file names the listen addresses, the TLS certificate, the data
 //! directory and the SIP lines with their numbers. Relative paths are taken
 //! from the file's own directory, so a config can be moved with its data.
-//! With no file at all the service runs on [`DEFAULT_CONFIG`]: SQLite under
+//! With no file at all the service runs on [`CONFIG_DEFAULT`]: SQLite under
 //! `./data`, a self-signed certificate and one always-up loopback line, so the
 //! whole flow works on one machine.
 //!
@@ -22,7 +22,7 @@ use std::time::Duration;
 /// The configuration used when no file is given and `dialproof.toml` does not
 /// exist: everything on loopback, one always-up line with ten numbers in each
 /// pool.
-pub const DEFAULT_CONFIG: &str = r#"
+pub const CONFIG_DEFAULT: &str = r#"
 [server]
 https_listen = "127.0.0.1:8443"
 http_listen = "127.0.0.1:8080"
@@ -66,7 +66,7 @@ pub struct Config {
     pub sip: Option<SipConfig>,
     /// Webhook delivery settings (retry schedule, sender threads).
     #[serde(default)]
-    pub webhooks: crate::runtime::webhook_settings::WebhooksConfig,
+    pub webhooks: crate::shared::webhook_settings::WebhooksConfig,
     /// Where relative paths are resolved from (the file's directory).
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -281,6 +281,10 @@ pub struct ConfiguredNumber {
     pub dedicated_to: Option<CompanyId>,
 }
 
+/// The configuration in force: replaced whole by a SIGHUP reload (the
+/// control loop), read by whoever needs a setting now.
+pub type LiveConfig = parking_lot::RwLock<std::sync::Arc<Config>>;
+
 impl Config {
     /// Reads `path`, or the built-in default when `path` is None.
     pub fn load(path: Option<&Path>) -> Result<Config> {
@@ -292,7 +296,7 @@ impl Config {
                     .map(Path::to_path_buf)
                     .unwrap_or_else(|| PathBuf::from(".")),
             ),
-            None => (DEFAULT_CONFIG.to_owned(), PathBuf::from(".")),
+            None => (CONFIG_DEFAULT.to_owned(), PathBuf::from(".")),
         };
         let mut config: Config = toml::from_str(&text).with_context(|| match path {
             Some(p) => format!("parsing config file {}", p.display()),

@@ -1,0 +1,84 @@
+//! The responses we build: status line and reason phrase, the request's
+//! Via, From, To (with our tag), Call-ID and CSeq, and the tag helpers.
+//!
+//! Not for: deciding which response to send (`super::server`, the call
+//! path) or parsing (`super::message`).
+
+use super::message::{parse_params, Message};
+use std::fmt::Write as _;
+
+/// The reason phrase we write for a status code.
+pub fn reason_phrase(code: u16) -> &'static str {
+    match code {
+        100 => "Trying",
+        200 => "OK",
+        400 => "Bad Request",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        480 => "Temporarily Unavailable",
+        481 => "Call/Transaction Does Not Exist",
+        486 => "Busy Here",
+        487 => "Request Terminated",
+        500 => "Server Internal Error",
+        501 => "Not Implemented",
+        503 => "Service Unavailable",
+        603 => "Decline",
+        _ => "Unknown",
+    }
+}
+
+/// The `User-Agent`/`Server` value we send.
+pub const PRODUCT: &str = "dialproof";
+
+/// A response to `req`: its Via headers (already stamped by the caller if
+/// needed, see [`Via::stamped`]), From, To (with `to_tag` added when the
+/// request's To has none and the response is not a 100), Call-ID and CSeq.
+/// `extra` headers are written as given.
+pub fn build_response(
+    req: &Message,
+    vias: &[String],
+    code: u16,
+    to_tag: Option<&str>,
+    extra: &[(&str, &str)],
+) -> Vec<u8> {
+    let mut out = String::with_capacity(512);
+    let _ = write!(out, "SIP/2.0 {code} {}\r\n", reason_phrase(code));
+    for v in vias {
+        let _ = write!(out, "Via: {v}\r\n");
+    }
+    let _ = write!(out, "From: {}\r\n", req.header("From").unwrap_or(""));
+    let to = req.header("To").unwrap_or("");
+    match to_tag {
+        Some(tag) if code > 100 && !has_tag(to) => {
+            let _ = write!(out, "To: {to};tag={tag}\r\n");
+        }
+        _ => {
+            let _ = write!(out, "To: {to}\r\n");
+        }
+    }
+    let _ = write!(out, "Call-ID: {}\r\n", req.call_id());
+    let _ = write!(out, "CSeq: {} {}\r\n", req.cseq.0, req.cseq.1);
+    for (k, v) in extra {
+        let _ = write!(out, "{k}: {v}\r\n");
+    }
+    let _ = write!(out, "Server: {PRODUCT}\r\nContent-Length: 0\r\n\r\n");
+    out.into_bytes()
+}
+
+/// Whether a From/To value carries a `tag` parameter (outside its URI).
+pub fn has_tag(value: &str) -> bool {
+    tag_of(value).is_some()
+}
+
+/// The `tag` parameter of a From/To value.
+pub fn tag_of(value: &str) -> Option<String> {
+    let params = match value.rfind('>') {
+        Some(i) => &value[i + 1..],
+        None => value.split_once(';').map_or("", |(_, p)| p),
+    };
+    parse_params(params.trim_start_matches(';'))
+        .into_iter()
+        .find(|(k, _)| k == "tag")
+        .and_then(|(_, v)| v)
+}

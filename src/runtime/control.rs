@@ -1,0 +1,70 @@
+//! The control loop: the main thread's work while the service runs. It
+//! applies operator changes made in the database (keys, dedicated numbers)
+//! and configuration reloads (SIGHUP), rebuilding the lease table when the
+//! numbers change.
+//!
+//! Not for: serving anything, or the reload's rules (`crate::shared::leases`
+//! checks what a reload may change).
+
+use crate::runtime::app::App;
+use crate::shared::config::Config;
+use crate::shared::leases::{build_table, check_reload};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How often the control thread looks for operator changes in the database.
+const CONTROL_POLL: Duration = Duration::from_secs(1);
+
+/// Runs until a stop signal: applies operator changes from the database and
+/// configuration reloads (SIGHUP).
+pub fn control_loop(app: &Arc<App>, config_path: Option<&std::path::Path>, hup: &AtomicBool) {
+    let mut dedicated = app.keys.dedicated_numbers();
+    let mut last_poll = std::time::Instant::now();
+    while !app.stopping() {
+        std::thread::sleep(Duration::from_millis(100));
+        if app.stopping() {
+            break;
+        }
+        let reload_config = hup.swap(false, Ordering::AcqRel);
+        if last_poll.elapsed() < CONTROL_POLL && !reload_config {
+            continue;
+        }
+        last_poll = std::time::Instant::now();
+        if let Err(e) = app.keys.refresh_if_changed() {
+            tracing::warn!(error = %e, "refreshing keys failed");
+        }
+        let now_dedicated = app.keys.dedicated_numbers();
+        if !reload_config && now_dedicated == dedicated {
+            continue;
+        }
+        let config = if reload_config {
+            match Config::load(config_path) {
+                Ok(new) => {
+                    let old = app.config.read().clone();
+                    if let Err(e) = check_reload(&old, &new) {
+                        tracing::error!(error = %e, "configuration reload refused");
+                        continue;
+                    }
+                    Arc::new(new)
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "configuration reload failed; keeping the old one");
+                    continue;
+                }
+            }
+        } else {
+            app.config.read().clone()
+        };
+        let line_up = app.sip_lines.snapshot();
+        match build_table(&config, &now_dedicated, &line_up).and_then(|t| app.leases.replace(t)) {
+            Ok(carried) => {
+                *app.config.write() = config;
+                crate::sip::on_table_rebuilt(&app.sip());
+                dedicated = now_dedicated;
+                tracing::info!(carried, reload_config, "lease table rebuilt");
+            }
+            Err(e) => tracing::error!(error = %e, "lease table rebuild failed"),
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//! Starting SIP: the socket bound with its buffers, a registration or ping
+//! client per line, and the two coroutines (`super::driver`).
+//!
+//! Not for: what happens once it runs (`super::driver`, `super::calls`).
+
+use super::driver::{
+    receive, Client, ClientKind, Clock, Driver, Input, SipHandle, RECV_WAKE, SOCKET_BUFFER_BYTES,
+};
+use super::line_info::{resolve_lines, LineInfo};
+use super::lines::set_line_up;
+use super::Sip;
+use crate::http::listener::spawn_coroutine;
+use crate::shared::config::{Config, LineConfig, LineMode};
+use anyhow::{Context, Result};
+use dialproof_engine::sip::ping::{PingConfig, Pinger};
+use dialproof_engine::sip::register::{Registration, RegistrationConfig};
+use dialproof_engine::sip::server::Endpoint;
+use may::net::UdpSocket;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Binds `[sip] listen`, starts the clients and the coroutines. `None` when
+/// the configuration has no `[sip]` section.
+pub fn spawn(ctx: &Arc<Sip>, config: &Config) -> Result<Option<SipHandle>> {
+    let lines = resolve_lines(config)?;
+    ctx.lines.set_lines(lines.clone());
+    let Some(sip) = &config.sip else {
+        return Ok(None);
+    };
+    let socket = bind(sip.listen)?;
+    let addr = socket.local_addr()?;
+    let clock = Clock::new();
+    let seed: u64 = rand::random();
+    let mut clients = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let line_seed = seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let local = |provider| local_address(addr, sip.public_address, provider);
+        let Some(kind) = client_for(line, &config.lines[i], local, &clock, line_seed) else {
+            if line.mode == LineMode::AlwaysUp {
+                // Up from the start and for good; recorded so that the
+                // metrics list it with the others.
+                set_line_up(ctx, &line.name, true, false);
+            }
+            continue;
+        };
+        let up = matches!(kind, ClientKind::Ping(_));
+        // Record the starting state so a table rebuild sees it. Nothing is
+        // failed at start: a restarted service's lines come up in
+        // milliseconds, and the pending verifications they hold expire
+        // normally if one does not.
+        set_line_up(ctx, &line.name, up, false);
+        clients.push(Client {
+            line: line.name.clone(),
+            kind,
+            up,
+        });
+    }
+    let done = start_coroutines(ctx, socket, clients, clock, seed);
+    tracing::info!(%addr, "sip listening (udp)");
+    Ok(Some(SipHandle { addr, done }))
+}
+
+/// The SIP socket, with the buffers `SOCKET_BUFFER_BYTES` asks for.
+fn bind(listen: SocketAddr) -> Result<Arc<UdpSocket>> {
+    let socket = UdpSocket::bind(listen).with_context(|| format!("binding SIP on {listen}"))?;
+    socket.set_read_timeout(Some(RECV_WAKE))?;
+    let sock = socket2::SockRef::from(socket.inner());
+    // Best effort: a smaller buffer only means drops under bursts.
+    let _ = sock.set_recv_buffer_size(SOCKET_BUFFER_BYTES);
+    let _ = sock.set_send_buffer_size(SOCKET_BUFFER_BYTES);
+    tracing::debug!(
+        recv = sock.recv_buffer_size().unwrap_or(0),
+        send = sock.send_buffer_size().unwrap_or(0),
+        "sip socket buffers"
+    );
+    Ok(Arc::new(socket))
+}
+
+/// The registration or ping client a line runs, started at `clock`'s now;
+/// `None` for a line without a provider or one that is always up.
+fn client_for(
+    line: &LineInfo,
+    cfg: &LineConfig,
+    local: impl Fn(SocketAddr) -> SocketAddr,
+    clock: &Clock,
+    seed: u64,
+) -> Option<ClientKind> {
+    let (Some(provider), Some(host)) = (line.provider, line.provider_host.clone()) else {
+        return None;
+    };
+    let local = local(provider);
+    let kind = match line.mode {
+        LineMode::Register => {
+            let mut reg = Registration::new(
+                RegistrationConfig {
+                    registrar: provider,
+                    domain: cfg.domain.clone().unwrap_or(host),
+                    username: cfg.username.clone().unwrap_or_default(),
+                    auth_username: cfg.auth_username.clone(),
+                    password: cfg.password.clone().unwrap_or_default(),
+                    expires_seconds: cfg.register_expires_seconds,
+                    local,
+                    contact_user: line.contact_user.clone(),
+                },
+                seed,
+            );
+            reg.start(clock.now());
+            ClientKind::Register(Box::new(reg))
+        }
+        LineMode::IpAuth => ClientKind::Ping(Box::new(Pinger::new(
+            PingConfig {
+                target: provider,
+                domain: cfg.domain.clone().unwrap_or(host),
+                local,
+                interval: Duration::from_secs(cfg.ping_interval_seconds.into()),
+                failures_max: cfg.ping_failures_max,
+            },
+            clock.now(),
+            seed,
+        ))),
+        LineMode::AlwaysUp => return None,
+    };
+    tracing::info!(line = %line.name, %provider, %local, mode = line.mode.as_str(), "sip line started");
+    Some(kind)
+}
+
+/// The receive coroutine and the driver coroutine; the returned channel
+/// says when the driver has ended (after its un-REGISTERs).
+fn start_coroutines(
+    ctx: &Arc<Sip>,
+    socket: Arc<UdpSocket>,
+    clients: Vec<Client>,
+    clock: Clock,
+    seed: u64,
+) -> may::sync::mpsc::Receiver<()> {
+    let (tx, rx) = may::sync::mpsc::channel::<Input>();
+    let queued = Arc::new(AtomicUsize::new(0));
+    // The receiver outlives the service's stop flag: shutdown still reads
+    // the registrars' answers to `Expires: 0`. The driver clears it last.
+    let receiving = Arc::new(AtomicBool::new(true));
+    {
+        let (socket, tx, queued, receiving) = (
+            socket.clone(),
+            tx.clone(),
+            queued.clone(),
+            receiving.clone(),
+        );
+        let receiver = ctx.clone();
+        spawn_coroutine(move || receive(&socket, &tx, &queued, &receiving, &receiver));
+    }
+    let (done_tx, done_rx) = may::sync::mpsc::channel();
+    let driver = Driver {
+        ctx: ctx.clone(),
+        socket,
+        endpoint: Endpoint::new(seed.rotate_left(17)),
+        clients,
+        clock,
+        tx,
+        queued,
+    };
+    spawn_coroutine(move || {
+        driver.run(rx);
+        receiving.store(false, Ordering::Release);
+        let _ = done_tx.send(());
+    });
+    done_rx
+}
+
+/// Our address as `provider` reaches it: the configured public address,
+/// else the bound address, else (bound to 0.0.0.0) the source address the
+/// kernel picks toward the provider.
+fn local_address(bound: SocketAddr, public: Option<IpAddr>, provider: SocketAddr) -> SocketAddr {
+    if let Some(ip) = public {
+        return SocketAddr::new(ip, bound.port());
+    }
+    if !bound.ip().is_unspecified() {
+        return bound;
+    }
+    let probe = std::net::UdpSocket::bind(SocketAddr::new(bound.ip(), 0))
+        .and_then(|s| s.connect(provider).and_then(|()| s.local_addr()));
+    match probe {
+        Ok(a) => SocketAddr::new(a.ip(), bound.port()),
+        Err(_) => bound,
+    }
+}
