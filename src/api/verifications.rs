@@ -103,7 +103,7 @@ fn validated(ctx: &Api, req: &Request, key: &KeyRow) -> Result<CreateRequest, Re
 /// The spec's 503: no number qualifies. The rejection is recorded as a row
 /// for the dashboard's totals, and logged at WARNING.
 fn reject_no_number(ctx: &Api, key: &KeyRow, input: &CreateRequest, now: UnixMillis) -> Response {
-    Metrics::inc(&ctx.metrics.creates_rejected_no_number);
+    Metrics::inc(&ctx.metrics.creates_rejected_no_number[input.pool.index()]);
     tracing::warn!(
         key = %key.prefix,
         company_id = key.company_id,

@@ -9,7 +9,10 @@
 //! `dialproof_storage::StoreStats`).
 
 use super::Ops;
-use crate::shared::metrics::{Histogram, LATENCY_BUCKETS_SECONDS, ROUTES, WEBHOOK_OUTCOMES};
+use crate::shared::metrics::{
+    Histogram, Metrics, LATENCY_BUCKETS_SECONDS, ROUTES, WEBHOOK_OUTCOMES,
+};
+use dialproof_engine::pool::Pool;
 use dialproof_storage::{BATCH_OPS_BUCKETS, COMMIT_SECONDS_BUCKETS};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -84,52 +87,25 @@ fn numbers(out: &mut String, ctx: &Ops) {
 
 fn api(out: &mut String, ctx: &Ops) {
     let m = &ctx.metrics;
+    let name = "dialproof_creates_total";
     header(
         out,
-        "dialproof_http_requests_total",
+        name,
         "counter",
-        "HTTPS requests read.",
+        "Create requests by outcome (503s by pool).",
     );
-    sample(
-        out,
-        "dialproof_http_requests_total",
-        "",
-        get(&m.http_requests),
-    );
-    let name = "dialproof_creates_total";
-    header(out, name, "counter", "Create requests by outcome.");
-    for (outcome, c) in [
-        ("created", &m.creates_ok),
-        ("invalid", &m.creates_invalid),
-        ("no_number", &m.creates_rejected_no_number),
-    ] {
-        sample(out, name, &format!("outcome=\"{outcome}\""), get(c));
+    sample(out, name, "outcome=\"created\"", get(&m.creates_ok));
+    sample(out, name, "outcome=\"invalid\"", get(&m.creates_invalid));
+    for pool in Pool::ALL {
+        let labels = format!("outcome=\"no_number\",pool=\"{}\"", pool.as_str());
+        sample(
+            out,
+            name,
+            &labels,
+            get(&m.creates_rejected_no_number[pool.index()]),
+        );
     }
-    for (name, help, c) in [
-        (
-            "dialproof_throttled_total",
-            "Requests answered 429.",
-            &m.throttled,
-        ),
-        (
-            "dialproof_auth_failures_total",
-            "Requests answered 401.",
-            &m.auth_failures,
-        ),
-        (
-            "dialproof_storage_errors_total",
-            "Requests answered 500 for storage.",
-            &m.storage_errors,
-        ),
-        (
-            "dialproof_http_connections_reaped_total",
-            "Client connections the watchdog closed, blocked past their timeout.",
-            &crate::http::watchdog::REAPED,
-        ),
-    ] {
-        header(out, name, "counter", help);
-        sample(out, name, "", get(c));
-    }
+    request_counters(out, m);
     let name = "dialproof_verifications_ended_total";
     header(
         out,
@@ -153,6 +129,41 @@ fn api(out: &mut String, ctx: &Ops) {
     );
     for (route, h) in ROUTES.iter().zip(m.latency.iter()) {
         histogram(out, name, &format!("route=\"{route}\""), h);
+    }
+}
+
+/// The counters of answers that are no route's own (429, 401, 500, reaped
+/// connections).
+fn request_counters(out: &mut String, m: &Metrics) {
+    for (name, help, c) in [
+        (
+            "dialproof_http_requests_total",
+            "HTTPS requests read.",
+            &m.http_requests,
+        ),
+        (
+            "dialproof_throttled_total",
+            "Requests answered 429.",
+            &m.throttled,
+        ),
+        (
+            "dialproof_auth_failures_total",
+            "Requests answered 401.",
+            &m.auth_failures,
+        ),
+        (
+            "dialproof_storage_errors_total",
+            "Requests answered 500 for storage.",
+            &m.storage_errors,
+        ),
+        (
+            "dialproof_http_connections_reaped_total",
+            "Client connections the watchdog closed, blocked past their timeout.",
+            &crate::http::watchdog::REAPED,
+        ),
+    ] {
+        header(out, name, "counter", help);
+        sample(out, name, "", get(c));
     }
 }
 

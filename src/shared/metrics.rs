@@ -99,7 +99,8 @@ pub struct Metrics {
     pub latency: [Histogram; ROUTES.len()],
     pub http_requests: AtomicU64,
     pub creates_ok: AtomicU64,
-    pub creates_rejected_no_number: AtomicU64,
+    /// 503s, per pool (`Pool::index`).
+    pub creates_rejected_no_number: [AtomicU64; 2],
     pub creates_invalid: AtomicU64,
     pub auth_failures: AtomicU64,
     pub throttled: AtomicU64,
@@ -133,7 +134,7 @@ impl Metrics {
              expired {}\nfailed {}\nstorage_errors {}\n",
             get(&self.http_requests),
             get(&self.creates_ok),
-            get(&self.creates_rejected_no_number),
+            self.creates_rejected_no_number.iter().map(get).sum::<u64>(),
             get(&self.creates_invalid),
             get(&self.auth_failures),
             get(&self.throttled),

@@ -63,8 +63,13 @@ pub fn set_line_up(ctx: &Arc<Sip>, name: &str, up: bool, fail_pending: bool) {
     if up {
         return;
     }
-    // Every live lease on the line: its verification cannot be completed
-    // by a call any more, so it fails now rather than expire silently.
+    fail_leases(ctx, name, leases);
+}
+
+/// Every live lease on a line that went down: its verification cannot be
+/// completed by a call any more, so it fails now rather than expire
+/// silently.
+fn fail_leases(ctx: &Sip, name: &str, leases: Vec<(String, u32)>) {
     let now = ctx.now();
     let mut failed = 0usize;
     for (number, generation) in leases {

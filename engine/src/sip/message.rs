@@ -14,14 +14,13 @@
 //! not the request's, a Content-Length larger than the body that came.
 //! Every step works on checked slices; peer bytes never reach an `unwrap`.
 //!
-//! Via values are `super::via`'s, the responses we build
-//! `super::response`'s (re-exported here).
+//! Via values are `super::via`'s (re-exported here), the responses we
+//! build `super::response`'s.
 //!
 //! Not for: the meaning of From/To/PAI values (see [`super::uri`] and
 //! [`super::identity`]) or transaction state (see [`super::server`]).
 
-pub use super::response::{build_response, has_tag, reason_phrase, tag_of, PRODUCT};
-pub use super::via::{split_host_port, Via, BRANCH_COOKIE};
+pub use super::via::{parse_params, split_host_port, Via, BRANCH_COOKIE};
 use std::fmt;
 
 /// The largest datagram we parse. RFC 3261 s18.1.1 sends anything near the
@@ -465,40 +464,9 @@ fn split_vias(headers: Vec<Header>) -> Result<Vec<Header>, ParseError> {
     Ok(out)
 }
 
-/// Parameters as `name[=value]`, split at `;` outside quotes.
-pub fn parse_params(s: &str) -> Vec<(String, Option<String>)> {
-    let mut out = Vec::new();
-    let mut quoted = false;
-    let mut start = 0;
-    let mut push = |part: &str| {
-        let part = part.trim();
-        if part.is_empty() {
-            return;
-        }
-        match part.split_once('=') {
-            Some((k, v)) => out.push((
-                k.trim().to_ascii_lowercase(),
-                Some(v.trim().trim_matches('"').to_owned()),
-            )),
-            None => out.push((part.to_ascii_lowercase(), None)),
-        }
-    };
-    for (i, c) in s.char_indices() {
-        match c {
-            '"' => quoted = !quoted,
-            ';' if !quoted => {
-                push(&s[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    push(&s[start..]);
-    out
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::response::{build_response, tag_of};
     use super::*;
     use std::net::SocketAddr;
 

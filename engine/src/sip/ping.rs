@@ -12,7 +12,8 @@
 //! Not for: registration (see [`super::register`]).
 
 use super::client_tx::ClientRetransmit;
-use super::message::{Message, BRANCH_COOKIE, PRODUCT};
+use super::message::{Message, BRANCH_COOKIE};
+use super::response::PRODUCT;
 use super::rng::SplitMix64;
 use super::server::Transmit;
 use super::Instant;
@@ -173,7 +174,7 @@ impl Pinger {
 
 #[cfg(test)]
 mod tests {
-    use super::super::message::build_response;
+    use super::super::response::build_response;
     use super::*;
 
     fn pinger() -> Pinger {

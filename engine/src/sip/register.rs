@@ -32,7 +32,8 @@
 
 use super::client_tx::ClientRetransmit;
 use super::digest::{authorization, Challenge};
-use super::message::{Message, Via, BRANCH_COOKIE, PRODUCT};
+use super::message::{Message, Via, BRANCH_COOKIE};
+use super::response::PRODUCT;
 use super::rng::SplitMix64;
 use super::server::Transmit;
 use super::Instant;
@@ -411,7 +412,7 @@ pub fn is_ours(msg: &Message) -> bool {
 #[cfg(test)]
 mod tests {
     use super::super::digest::verify;
-    use super::super::message::build_response;
+    use super::super::response::build_response;
     use super::*;
 
     fn cfg() -> RegistrationConfig {

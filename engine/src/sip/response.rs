@@ -4,7 +4,8 @@
 //! Not for: deciding which response to send (`super::server`, the call
 //! path) or parsing (`super::message`).
 
-use super::message::{parse_params, Message};
+use super::message::Message;
+use super::via::parse_params;
 use std::fmt::Write as _;
 
 /// The reason phrase we write for a status code.

@@ -37,8 +37,14 @@
 //! [`Event::Invite`]), client transactions (see [`super::register`] and
 //! [`super::ping`], whose responses come out as [`Event::Response`]), or
 //! answering a call: this endpoint can only reject.
+//!
+//! Longer than the project's ~500 lines on purpose: the transaction table,
+//! its timers and the answer to each method share the table's invariants
+//! (one entry per branch, a timer per entry), and split apart each half
+//! would have to re-check them.
 
-use super::message::{build_response, tag_of, Message, Method, ParseError, Via, BRANCH_COOKIE};
+use super::message::{Message, Method, ParseError, Via, BRANCH_COOKIE};
+use super::response::{build_response, tag_of};
 use super::rng::SplitMix64;
 use super::{Instant, T1, T2, T4};
 use std::cmp::Reverse;

@@ -4,7 +4,6 @@
 //! Not for: splitting a header line into values (`super::message` does) or
 //! choosing where a response goes (`super::server`).
 
-use super::message::parse_params;
 use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr};
 
@@ -139,4 +138,36 @@ pub fn split_host_port(s: &str) -> Option<(String, Option<u16>)> {
         Some(_) => None,
         None => Some((s.to_owned(), None)),
     }
+}
+
+/// Parameters as `name[=value]`, split at `;` outside quotes.
+pub fn parse_params(s: &str) -> Vec<(String, Option<String>)> {
+    let mut out = Vec::new();
+    let mut quoted = false;
+    let mut start = 0;
+    let mut push = |part: &str| {
+        let part = part.trim();
+        if part.is_empty() {
+            return;
+        }
+        match part.split_once('=') {
+            Some((k, v)) => out.push((
+                k.trim().to_ascii_lowercase(),
+                Some(v.trim().trim_matches('"').to_owned()),
+            )),
+            None => out.push((part.to_ascii_lowercase(), None)),
+        }
+    };
+    for (i, c) in s.char_indices() {
+        match c {
+            '"' => quoted = !quoted,
+            ';' if !quoted => {
+                push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    push(&s[start..]);
+    out
 }

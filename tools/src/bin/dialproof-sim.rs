@@ -18,7 +18,8 @@
 
 use anyhow::{bail, Context, Result};
 use dialproof_engine::sip::digest::verify;
-use dialproof_engine::sip::message::{build_response, Message, Method};
+use dialproof_engine::sip::message::{Message, Method};
+use dialproof_engine::sip::response::build_response;
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
