@@ -151,22 +151,10 @@ fn attempt(
         Next::RetryAt(at) => (DeliveryState::Pending, Some(at)),
         Next::Dead => (DeliveryState::Dead, None),
     };
-    // A failure with a status says why it is one (a 3xx or late 2xx is an
-    // answer, but not a delivery).
-    let error = exchange.error.or_else(|| match (&outcome, verdict) {
-        (AttemptOutcome::Response { status, .. }, Verdict::Failed)
-            if (200..300).contains(status) =>
-        {
-            Some(format!(
-                "answered after {} ms, over the {RESPONSE_TIMEOUT_MS} ms limit",
-                exchange.elapsed_ms
-            ))
-        }
-        (AttemptOutcome::Response { status, .. }, Verdict::Failed) => Some(format!(
-            "HTTP {status} is not a 2xx (redirects are not followed)"
-        )),
-        _ => None,
-    });
+    let error = exchange
+        .error
+        .clone()
+        .or_else(|| failure_reason(&outcome, verdict));
     tracing::info!(
         delivery_id = job.delivery.id,
         verification_id = %job.delivery.verification_id,
@@ -191,9 +179,33 @@ fn attempt(
         next_attempt_at,
         finished_at,
     };
+    record_attempt(ctx, record, next, done);
+}
+
+/// Why an answered attempt is not a delivery (a 3xx or a late 2xx is an
+/// answer, but not a delivery); `None` for a delivery or no answer.
+fn failure_reason(outcome: &AttemptOutcome, verdict: Verdict) -> Option<String> {
+    match (outcome, verdict) {
+        (AttemptOutcome::Response { status, elapsed_ms }, Verdict::Failed)
+            if (200..300).contains(status) =>
+        {
+            Some(format!(
+                "answered after {elapsed_ms} ms, over the {RESPONSE_TIMEOUT_MS} ms limit"
+            ))
+        }
+        (AttemptOutcome::Response { status, .. }, Verdict::Failed) => Some(format!(
+            "HTTP {status} is not a 2xx (redirects are not followed)"
+        )),
+        _ => None,
+    }
+}
+
+/// Hands the attempt and the delivery's next state to the writer; the
+/// driver hears of it (recorded or not) once the writer answered.
+fn record_attempt(ctx: &Webhooks, record: NewAttempt, next: Next, done: &Sender<Internal>) {
     let report = {
         let done = done.clone();
-        let delivery_id = job.delivery.id;
+        let delivery_id = record.delivery_id;
         move |result: Result<(), String>| {
             // Unbounded channel: the writer thread never waits here. Its
             // length is bounded by the attempts in flight (IN_FLIGHT_MAX).

@@ -265,49 +265,9 @@ impl Message {
         let mut lines = head.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l));
         let start_line = parse_start_line(lines.next().unwrap_or(""))?;
 
-        let mut headers: Vec<Header> = Vec::new();
-        for line in lines {
-            if line.is_empty() {
-                continue;
-            }
-            if line.starts_with([' ', '\t']) {
-                // A continuation: joined to the previous header's value by a
-                // single space (s7.3.1).
-                let last = headers.last_mut().ok_or(ParseError::BadHeader)?;
-                let more = line.trim();
-                if !more.is_empty() {
-                    if !last.value.is_empty() {
-                        last.value.push(' ');
-                    }
-                    last.value.push_str(more);
-                }
-                continue;
-            }
-            let (name, value) = line.split_once(':').ok_or(ParseError::BadHeader)?;
-            let name = canonical_name(name.trim_end()).ok_or(ParseError::BadHeader)?;
-            headers.push(Header {
-                name,
-                value: value.trim().to_owned(),
-            });
-            if headers.len() > HEADERS_COUNT_MAX {
-                return Err(ParseError::TooManyHeaders);
-            }
-        }
-        let headers = split_vias(headers)?;
+        let headers = split_vias(parse_headers(lines)?)?;
 
-        let content_length = match headers.iter().find(|h| h.name == "Content-Length") {
-            Some(h) => Some(
-                h.value
-                    .parse::<usize>()
-                    .map_err(|_| ParseError::BadContentLength)?,
-            ),
-            None => None,
-        };
-        let body = match content_length {
-            Some(n) if n > body.len() => return Err(ParseError::Truncated),
-            Some(n) => body[..n].to_vec(),
-            None => body.to_vec(),
-        };
+        let body = sized_body(&headers, body)?;
 
         for required in ["Via", "From", "To", "Call-ID", "CSeq"] {
             if !headers.iter().any(|h| h.name == required) {
@@ -377,6 +337,59 @@ impl Message {
     /// The topmost Via, parsed.
     pub fn top_via(&self) -> Option<Via> {
         self.header("Via").and_then(Via::parse)
+    }
+}
+
+/// The header lines after the start line: folded lines joined to the
+/// header they continue (s7.3.1), names made canonical, at most
+/// [`HEADERS_COUNT_MAX`].
+fn parse_headers<'a>(lines: impl Iterator<Item = &'a str>) -> Result<Vec<Header>, ParseError> {
+    let mut headers: Vec<Header> = Vec::new();
+    for line in lines {
+        if line.is_empty() {
+            continue;
+        }
+        if line.starts_with([' ', '\t']) {
+            // A continuation: joined to the previous header's value by a
+            // single space (s7.3.1).
+            let last = headers.last_mut().ok_or(ParseError::BadHeader)?;
+            let more = line.trim();
+            if !more.is_empty() {
+                if !last.value.is_empty() {
+                    last.value.push(' ');
+                }
+                last.value.push_str(more);
+            }
+            continue;
+        }
+        let (name, value) = line.split_once(':').ok_or(ParseError::BadHeader)?;
+        let name = canonical_name(name.trim_end()).ok_or(ParseError::BadHeader)?;
+        headers.push(Header {
+            name,
+            value: value.trim().to_owned(),
+        });
+        if headers.len() > HEADERS_COUNT_MAX {
+            return Err(ParseError::TooManyHeaders);
+        }
+    }
+    Ok(headers)
+}
+
+/// The body as Content-Length says (all that came when there is none); a
+/// length past what came is a truncated datagram.
+fn sized_body(headers: &[Header], body: &[u8]) -> Result<Vec<u8>, ParseError> {
+    let content_length = match headers.iter().find(|h| h.name == "Content-Length") {
+        Some(h) => Some(
+            h.value
+                .parse::<usize>()
+                .map_err(|_| ParseError::BadContentLength)?,
+        ),
+        None => None,
+    };
+    match content_length {
+        Some(n) if n > body.len() => Err(ParseError::Truncated),
+        Some(n) => Ok(body[..n].to_vec()),
+        None => Ok(body.to_vec()),
     }
 }
 

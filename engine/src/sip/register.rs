@@ -218,50 +218,8 @@ impl Registration {
         let asked = o.expires;
         self.outstanding = None;
         match code {
-            200..=299 => {
-                self.auth_rounds = 0;
-                if asked == 0 || self.shutting_down {
-                    self.registered_until = None;
-                    return Some(Outcome::Unregistered);
-                }
-                let granted = self.granted_expiry(msg).unwrap_or(asked);
-                if granted == 0 {
-                    return Some(self.fail(now, "registrar granted no expiry".into()));
-                }
-                self.failures = 0;
-                let granted = granted.min(EXPIRES_SECONDS_MAX);
-                self.registered_until = Some(now.plus(Duration::from_secs(granted.into())));
-                // Half the granted time, in milliseconds so 1 s still works.
-                self.next_attempt = Some(now.plus(Duration::from_millis(u64::from(granted) * 500)));
-                Some(Outcome::Registered {
-                    expires_seconds: granted,
-                })
-            }
-            401 | 407 => {
-                let header = if code == 401 {
-                    "WWW-Authenticate"
-                } else {
-                    "Proxy-Authenticate"
-                };
-                let Some(ch) = msg.headers_named(header).find_map(Challenge::parse) else {
-                    return self.fail_unless_shutting(
-                        now,
-                        format!("{code} without a usable digest challenge"),
-                    );
-                };
-                let same_nonce = self
-                    .challenge
-                    .as_ref()
-                    .is_some_and(|(old, _, _)| old.nonce == ch.nonce);
-                self.auth_rounds += 1;
-                if (same_nonce && !ch.stale) || self.auth_rounds > AUTH_ROUNDS_MAX {
-                    self.challenge = None;
-                    return self.fail_unless_shutting(now, format!("{code}: credentials refused"));
-                }
-                self.challenge = Some((ch, code == 407, 0));
-                self.send_register(now, asked);
-                None
-            }
+            200..=299 => self.on_success(now, msg, asked),
+            401 | 407 => self.on_challenge(now, msg, code, asked),
             423 => {
                 let min = msg
                     .header("Min-Expires")
@@ -280,6 +238,60 @@ impl Registration {
                 self.fail_unless_shutting(now, reason)
             }
         }
+    }
+
+    /// A 2xx to a REGISTER that asked for `asked` seconds.
+    fn on_success(&mut self, now: Instant, msg: &Message, asked: u32) -> Option<Outcome> {
+        self.auth_rounds = 0;
+        if asked == 0 || self.shutting_down {
+            self.registered_until = None;
+            return Some(Outcome::Unregistered);
+        }
+        let granted = self.granted_expiry(msg).unwrap_or(asked);
+        if granted == 0 {
+            return Some(self.fail(now, "registrar granted no expiry".into()));
+        }
+        self.failures = 0;
+        let granted = granted.min(EXPIRES_SECONDS_MAX);
+        self.registered_until = Some(now.plus(Duration::from_secs(granted.into())));
+        // Half the granted time, in milliseconds so 1 s still works.
+        self.next_attempt = Some(now.plus(Duration::from_millis(u64::from(granted) * 500)));
+        Some(Outcome::Registered {
+            expires_seconds: granted,
+        })
+    }
+
+    /// A 401 or 407: answer the digest challenge, unless it repeats a nonce
+    /// we already answered (the credentials were refused) or the rounds
+    /// run out.
+    fn on_challenge(
+        &mut self,
+        now: Instant,
+        msg: &Message,
+        code: u16,
+        asked: u32,
+    ) -> Option<Outcome> {
+        let header = if code == 401 {
+            "WWW-Authenticate"
+        } else {
+            "Proxy-Authenticate"
+        };
+        let Some(ch) = msg.headers_named(header).find_map(Challenge::parse) else {
+            return self
+                .fail_unless_shutting(now, format!("{code} without a usable digest challenge"));
+        };
+        let same_nonce = self
+            .challenge
+            .as_ref()
+            .is_some_and(|(old, _, _)| old.nonce == ch.nonce);
+        self.auth_rounds += 1;
+        if (same_nonce && !ch.stale) || self.auth_rounds > AUTH_ROUNDS_MAX {
+            self.challenge = None;
+            return self.fail_unless_shutting(now, format!("{code}: credentials refused"));
+        }
+        self.challenge = Some((ch, code == 407, 0));
+        self.send_register(now, asked);
+        None
     }
 
     /// Unregisters (`Expires: 0`). The line is down from now on.

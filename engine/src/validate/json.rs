@@ -142,6 +142,14 @@ fn positioned(text: &str, byte_pos: usize, msg: &str) -> String {
     format!("{msg}: line {line} column {column} (char {char_pos})")
 }
 
+/// What follows a complete value.
+enum AfterValue {
+    /// Another value is to be read (the cursor is at it).
+    NextValue,
+    /// The document ended.
+    End,
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Container {
     Array,
@@ -191,37 +199,21 @@ impl<'a> Scanner<'a> {
         // Which wanted slot the value being read belongs to, if any.
         let mut slot: Option<usize> = None;
         self.skip_ws();
-        'value: loop {
+        loop {
             let depth = self.stack.len();
             let keep = depth == 0 || (depth == 1 && slot.is_some());
             let start = self.pos;
             let value = match self.peek() {
                 Some(open @ (b'[' | b'{')) => {
-                    if depth >= JSON_NESTING_DEPTH_MAX {
-                        return Err(self.error(
-                            start,
-                            &format!("Nesting deeper than {JSON_NESTING_DEPTH_MAX} levels"),
-                        ));
-                    }
-                    let (kind, close, marker) = if open == b'[' {
-                        (Container::Array, b']', Value::List)
-                    } else {
-                        (Container::Object, b'}', Value::Dict)
-                    };
+                    let marker = self.open(open, start)?;
                     if keep {
                         self.store(depth, slot, &mut top, &mut members, marker);
                     }
-                    self.pos += 1;
-                    self.stack.push(kind);
-                    self.skip_ws();
-                    if self.peek() == Some(close) {
-                        self.pos += 1;
-                        self.stack.pop();
-                    } else {
-                        if kind == Container::Object {
+                    if !self.close_if_empty() {
+                        if self.stack.last() == Some(&Container::Object) {
                             slot = self.member_key()?;
                         }
-                        continue 'value;
+                        continue;
                     }
                     None
                 }
@@ -243,40 +235,83 @@ impl<'a> Scanner<'a> {
                     self.store(depth, slot, &mut top, &mut members, value);
                 }
             }
-            // A value is complete; close containers and find the next value.
-            loop {
-                self.skip_ws();
-                match self.stack.last().copied() {
-                    None => {
-                        if self.pos != self.bytes.len() {
-                            return Err(self.error(self.pos, "Extra data"));
-                        }
-                        return Ok(match top {
-                            Some(Value::Dict) => Document::Object(members),
-                            Some(other) => Document::NotObject(other),
-                            // Unreachable: a complete document has a value.
-                            None => Document::NotObject(Value::Null),
-                        });
-                    }
-                    Some(kind) => {
-                        let close = if kind == Container::Array { b']' } else { b'}' };
-                        match self.peek() {
-                            Some(b) if b == close => {
-                                self.pos += 1;
-                                self.stack.pop();
-                            }
-                            Some(b',') => {
-                                self.pos += 1;
-                                self.skip_ws();
-                                if kind == Container::Object {
-                                    slot = self.member_key()?;
-                                }
-                                continue 'value;
-                            }
-                            _ => return Err(self.error(self.pos, "Expecting ',' delimiter")),
-                        }
-                    }
+            match self.after_value(&mut slot)? {
+                AfterValue::NextValue => {}
+                AfterValue::End => {
+                    return Ok(match top {
+                        Some(Value::Dict) => Document::Object(members),
+                        Some(other) => Document::NotObject(other),
+                        // Unreachable: a complete document has a value.
+                        None => Document::NotObject(Value::Null),
+                    });
                 }
+            }
+        }
+    }
+
+    /// Opens the container at `start` (its first byte `open`), within the
+    /// nesting limit; returns the value that stands for it.
+    fn open(&mut self, open: u8, start: usize) -> Result<Value, String> {
+        if self.stack.len() >= JSON_NESTING_DEPTH_MAX {
+            return Err(self.error(
+                start,
+                &format!("Nesting deeper than {JSON_NESTING_DEPTH_MAX} levels"),
+            ));
+        }
+        let (kind, marker) = if open == b'[' {
+            (Container::Array, Value::List)
+        } else {
+            (Container::Object, Value::Dict)
+        };
+        self.pos += 1;
+        self.stack.push(kind);
+        self.skip_ws();
+        Ok(marker)
+    }
+
+    /// After [`Self::open`]: closes the container if its closing byte comes
+    /// at once (an empty container is a complete value).
+    fn close_if_empty(&mut self) -> bool {
+        let close = match self.stack.last() {
+            Some(Container::Array) => b']',
+            Some(Container::Object) => b'}',
+            None => return false,
+        };
+        if self.peek() == Some(close) {
+            self.pos += 1;
+            self.stack.pop();
+            true
+        } else {
+            false
+        }
+    }
+
+    /// A value is complete: closes containers and finds the next value (its
+    /// member key first, in an object), or the end of the document.
+    fn after_value(&mut self, slot: &mut Option<usize>) -> Result<AfterValue, String> {
+        loop {
+            self.skip_ws();
+            let Some(kind) = self.stack.last().copied() else {
+                if self.pos != self.bytes.len() {
+                    return Err(self.error(self.pos, "Extra data"));
+                }
+                return Ok(AfterValue::End);
+            };
+            let close = if kind == Container::Array { b']' } else { b'}' };
+            match self.peek() {
+                Some(b) if b == close => {
+                    self.pos += 1;
+                    self.stack.pop();
+                }
+                Some(b',') => {
+                    self.pos += 1;
+                    self.skip_ws();
+                    if kind == Container::Object {
+                        *slot = self.member_key()?;
+                    }
+                    return Ok(AfterValue::NextValue);
+                }
+                _ => return Err(self.error(self.pos, "Expecting ',' delimiter")),
             }
         }
     }
