@@ -247,8 +247,12 @@ fn webhook_metrics_follow_a_delivery_and_a_failing_receiver() {
     bad.wait_for("/hook", 3, std::time::Duration::from_secs(15));
     let settled = poll(std::time::Duration::from_secs(15), || {
         let samples = parse_independently(&get(ops, "/metrics").1);
+        // The gauges follow the driver's turns: wait for the one after the
+        // last attempt was recorded.
         let done = value(&samples, "dialproof_webhook_deliveries_dead_total") == 1.0
-            && value(&samples, "dialproof_webhook_undelivered{}") == 0.0;
+            && value(&samples, "dialproof_webhook_undelivered{}") == 0.0
+            && value(&samples, "dialproof_webhook_in_flight{}") == 0.0
+            && value(&samples, "dialproof_webhook_queued{}") == 0.0;
         done.then_some(samples)
     });
     let samples = settled.unwrap_or_else(|| panic!("{}", get(ops, "/metrics").1));

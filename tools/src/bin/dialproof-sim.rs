@@ -89,38 +89,105 @@ fn random_hex() -> String {
     format!("{:x}{:x}", nanos, std::process::id())
 }
 
+/// One outgoing call's fixed parts: who calls whom, and its identifiers.
+struct Dialog {
+    to: String,
+    target: SocketAddr,
+    local: SocketAddr,
+    branch: String,
+    call_id: String,
+    from_header: String,
+}
+
+impl Dialog {
+    fn invite(&self, from: &str, privacy: &str) -> String {
+        let Dialog {
+            to,
+            target,
+            local,
+            branch,
+            call_id,
+            from_header,
+        } = self;
+        format!(
+            "INVITE sip:{to}@{target} SIP/2.0\r\n\
+             Via: SIP/2.0/UDP {local};branch={branch};rport\r\n\
+             Max-Forwards: 70\r\n\
+             From: {from_header}\r\n\
+             To: <sip:{to}@{target}>\r\n\
+             Call-ID: {call_id}\r\n\
+             CSeq: 1 INVITE\r\n\
+             Contact: <sip:{from}@{local}>\r\n\
+             {privacy}\
+             User-Agent: dialproof-sim\r\n\
+             Content-Length: 0\r\n\r\n"
+        )
+    }
+
+    /// The ACK of a final response whose To header is `to_header`.
+    fn ack(&self, to_header: &str) -> String {
+        let Dialog {
+            to,
+            target,
+            local,
+            branch,
+            call_id,
+            from_header,
+        } = self;
+        format!(
+            "ACK sip:{to}@{target} SIP/2.0\r\n\
+             Via: SIP/2.0/UDP {local};branch={branch};rport\r\n\
+             Max-Forwards: 70\r\n\
+             From: {from_header}\r\n\
+             To: {to_header}\r\n\
+             Call-ID: {call_id}\r\n\
+             CSeq: 1 ACK\r\n\
+             Content-Length: 0\r\n\r\n"
+        )
+    }
+}
+
 fn call(to: &str, from: &str, target: SocketAddr, bind: SocketAddr, withheld: bool) -> Result<()> {
     let socket = UdpSocket::bind(bind).context("binding the caller socket")?;
     let local = socket.local_addr()?;
-    let branch = format!("z9hG4bK{}", random_hex());
-    let call_id = format!("{}@dialproof-sim", random_hex());
     let tag = random_hex();
     let (from_header, privacy) = if withheld {
         (
             format!("\"Anonymous\" <sip:anonymous@anonymous.invalid>;tag={tag}"),
-            "Privacy: id\r\n".to_owned(),
+            "Privacy: id\r\n",
         )
     } else {
-        (format!("<sip:{from}@{local}>;tag={tag}"), String::new())
+        (format!("<sip:{from}@{local}>;tag={tag}"), "")
     };
-    let invite = format!(
-        "INVITE sip:{to}@{target} SIP/2.0\r\n\
-         Via: SIP/2.0/UDP {local};branch={branch};rport\r\n\
-         Max-Forwards: 70\r\n\
-         From: {from_header}\r\n\
-         To: <sip:{to}@{target}>\r\n\
-         Call-ID: {call_id}\r\n\
-         CSeq: 1 INVITE\r\n\
-         Contact: <sip:{from}@{local}>\r\n\
-         {privacy}\
-         User-Agent: dialproof-sim\r\n\
-         Content-Length: 0\r\n\r\n"
-    );
+    let dialog = Dialog {
+        to: to.to_owned(),
+        target,
+        local,
+        branch: format!("z9hG4bK{}", random_hex()),
+        call_id: format!("{}@dialproof-sim", random_hex()),
+        from_header,
+    };
     println!(
         "calling {to} from {} via {target}",
         if withheld { "a withheld number" } else { from }
     );
-    socket.send_to(invite.as_bytes(), target)?;
+    let resp = final_response(&socket, &dialog, &dialog.invite(from, privacy))?;
+    let code = resp.status().unwrap_or(0);
+    socket.send_to(
+        dialog.ack(resp.header("To").unwrap_or("")).as_bytes(),
+        target,
+    )?;
+    if code < 300 {
+        bail!("the call was answered ({code}): Dialproof should never answer");
+    }
+    println!("call rejected with {code} without being answered: the caller pays nothing");
+    Ok(())
+}
+
+/// Sends `invite` and retransmits it on Timer A (T1, doubling) until a
+/// provisional answer; returns the final response, printing each answer.
+fn final_response(socket: &UdpSocket, dialog: &Dialog, invite: &str) -> Result<Message> {
+    socket.send_to(invite.as_bytes(), dialog.target)?;
     let start = Instant::now();
     let mut interval = T1;
     let mut next_send = start + interval;
@@ -132,7 +199,7 @@ fn call(to: &str, from: &str, target: SocketAddr, bind: SocketAddr, withheld: bo
             bail!("no final response within {CALL_TIMEOUT:?}");
         }
         if !proceeding && now >= next_send {
-            socket.send_to(invite.as_bytes(), target)?;
+            socket.send_to(invite.as_bytes(), dialog.target)?;
             interval *= 2;
             next_send = now + interval;
         }
@@ -157,7 +224,7 @@ fn call(to: &str, from: &str, target: SocketAddr, bind: SocketAddr, withheld: bo
         let Ok(resp) = Message::parse(&buf[..n]) else {
             continue;
         };
-        let (Some(code), true) = (resp.status(), resp.call_id() == call_id) else {
+        let (Some(code), true) = (resp.status(), resp.call_id() == dialog.call_id) else {
             continue;
         };
         let reason = match &resp.start {
@@ -169,23 +236,7 @@ fn call(to: &str, from: &str, target: SocketAddr, bind: SocketAddr, withheld: bo
             proceeding = true;
             continue;
         }
-        let ack = format!(
-            "ACK sip:{to}@{target} SIP/2.0\r\n\
-             Via: SIP/2.0/UDP {local};branch={branch};rport\r\n\
-             Max-Forwards: 70\r\n\
-             From: {from_header}\r\n\
-             To: {}\r\n\
-             Call-ID: {call_id}\r\n\
-             CSeq: 1 ACK\r\n\
-             Content-Length: 0\r\n\r\n",
-            resp.header("To").unwrap_or("")
-        );
-        socket.send_to(ack.as_bytes(), target)?;
-        if code < 300 {
-            bail!("the call was answered ({code}): Dialproof should never answer");
-        }
-        println!("call rejected with {code} without being answered: the caller pays nothing");
-        return Ok(());
+        return Ok(resp);
     }
 }
 
@@ -195,7 +246,12 @@ fn registrar(listen: SocketAddr, user: &str, password: &str, expires: u32) -> Re
         "registrar on {} for user {user:?}, granting {expires} s",
         socket.local_addr()?
     );
-    let mut nonces: std::collections::VecDeque<String> = Default::default();
+    let mut registrar = Registrar {
+        user,
+        password,
+        expires,
+        nonces: Default::default(),
+    };
     let mut buf = vec![0u8; 65_536];
     loop {
         let (n, src) = socket.recv_from(&mut buf)?;
@@ -209,53 +265,68 @@ fn registrar(listen: SocketAddr, user: &str, password: &str, expires: u32) -> Re
         let target = req.top_via().map_or(src, |v| v.response_target(src));
         let tag = random_hex();
         let reply = match method {
-            Method::Register => {
-                let authorized = req.header("Authorization").is_some_and(|auth| {
-                    nonces
-                        .iter()
-                        .any(|nonce| verify(auth, password, "REGISTER", nonce))
-                        && auth.contains(&format!("username=\"{user}\""))
-                });
-                if authorized {
-                    let asked = req
-                        .header("Expires")
-                        .and_then(|e| e.parse::<u32>().ok())
-                        .unwrap_or(expires);
-                    let granted = asked.min(expires);
-                    let contact = req.header("Contact").unwrap_or("");
-                    println!("REGISTER from {src}: authorized, expires {granted}");
-                    build_response(
-                        &req,
-                        &vias,
-                        200,
-                        Some(&tag),
-                        &[
-                            ("Contact", &format!("{contact};expires={granted}")),
-                            ("Expires", &granted.to_string()),
-                        ],
-                    )
-                } else {
-                    let nonce = random_hex();
-                    nonces.push_back(nonce.clone());
-                    if nonces.len() > 64 {
-                        nonces.pop_front();
-                    }
-                    println!("REGISTER from {src}: challenged");
-                    let challenge =
-                        format!("Digest realm=\"dialproof-sim\", nonce=\"{nonce}\", qop=\"auth\", algorithm=MD5");
-                    build_response(
-                        &req,
-                        &vias,
-                        401,
-                        Some(&tag),
-                        &[("WWW-Authenticate", &challenge)],
-                    )
-                }
-            }
+            Method::Register => registrar.register(&req, &vias, &tag, src),
             Method::Options => build_response(&req, &vias, 200, Some(&tag), &[]),
             Method::Ack => continue,
             _ => build_response(&req, &vias, 405, Some(&tag), &[]),
         };
         socket.send_to(&reply, target)?;
+    }
+}
+
+/// The simulated registrar's state: one user, and the nonces it issued
+/// lately (64 at most).
+struct Registrar<'a> {
+    user: &'a str,
+    password: &'a str,
+    expires: u32,
+    nonces: std::collections::VecDeque<String>,
+}
+
+impl Registrar<'_> {
+    /// 200 with the granted expiry for a REGISTER whose digest answers one
+    /// of our nonces; else 401 with a fresh challenge.
+    fn register(&mut self, req: &Message, vias: &[String], tag: &str, src: SocketAddr) -> Vec<u8> {
+        let authorized = req.header("Authorization").is_some_and(|auth| {
+            self.nonces
+                .iter()
+                .any(|nonce| verify(auth, self.password, "REGISTER", nonce))
+                && auth.contains(&format!("username=\"{}\"", self.user))
+        });
+        if authorized {
+            let asked = req
+                .header("Expires")
+                .and_then(|e| e.parse::<u32>().ok())
+                .unwrap_or(self.expires);
+            let granted = asked.min(self.expires);
+            let contact = req.header("Contact").unwrap_or("");
+            println!("REGISTER from {src}: authorized, expires {granted}");
+            return build_response(
+                req,
+                vias,
+                200,
+                Some(tag),
+                &[
+                    ("Contact", &format!("{contact};expires={granted}")),
+                    ("Expires", &granted.to_string()),
+                ],
+            );
+        }
+        let nonce = random_hex();
+        self.nonces.push_back(nonce.clone());
+        if self.nonces.len() > 64 {
+            self.nonces.pop_front();
+        }
+        println!("REGISTER from {src}: challenged");
+        let challenge = format!(
+            "Digest realm=\"dialproof-sim\", nonce=\"{nonce}\", qop=\"auth\", algorithm=MD5"
+        );
+        build_response(
+            req,
+            vias,
+            401,
+            Some(tag),
+            &[("WWW-Authenticate", &challenge)],
+        )
     }
 }
