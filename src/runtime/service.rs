@@ -63,6 +63,7 @@ pub fn run(config_path: Option<PathBuf>) -> Result<()> {
         &config.database_path(),
         Options {
             failpoints,
+            replication: config.storage.replication.storage(),
             ..Options::default()
         },
         commit_sink,

@@ -47,6 +47,7 @@ mod users;
 mod writer;
 
 pub use admin::{Admin, DEV_WEBHOOK_URLS_MAX, DEV_WEBHOOK_URL_LEN_MAX};
+pub use checkpoint::Replication;
 pub use committed::{CommitReceiver, CommitSink, Committed, CommittedBatch, Transitioned};
 pub use deliveries::{
     truncate_utf8, AttemptRow, DeliveryFilter, DeliveryLogEntry, NewAttempt, ATTEMPTS_LISTED_MAX,

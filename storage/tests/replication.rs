@@ -5,6 +5,7 @@
 mod common;
 
 use common::*;
+use dialproof_storage::{Options, Replication, Store, WriteOp};
 
 /// Two processes that write and checkpoint one WAL database (the service
 /// and Litestream) need SQLite 3.51.3 or later: earlier versions could
@@ -55,4 +56,106 @@ fn litestream_tables_do_not_disturb_the_store() {
     assert_eq!(db.count("SELECT seq FROM _litestream_seq WHERE id = 1"), 42);
     let admin = db.admin();
     assert!(admin.list_companies().expect("companies").len() >= 2);
+}
+
+/// The WAL header's checkpoint sequence number and salts: a WAL reset
+/// (RESTART or TRUNCATE followed by a write) changes them.
+fn wal_header(wal: &std::path::Path) -> Option<[u8; 12]> {
+    let bytes = std::fs::read(wal).ok()?;
+    bytes.get(12..24).map(|h| h.try_into().expect("12 bytes"))
+}
+
+fn wal_len(wal: &std::path::Path) -> u64 {
+    std::fs::metadata(wal).map(|m| m.len()).unwrap_or(0)
+}
+
+/// Writes ~20 MiB of rows (past the size that makes the writer force a
+/// checkpoint) while `holder` keeps a read transaction open, as Litestream
+/// does between its own checkpoints. Returns the WAL headers seen and the
+/// smallest step in the file's length between samples, and the holder's
+/// connection: still open, like Litestream's, so that closing the store's
+/// connections is not the last close (which makes SQLite checkpoint and
+/// delete the WAL).
+fn write_under_a_reader(db: &Db, store: &Store) -> (Vec<[u8; 12]>, i64, rusqlite::Connection) {
+    let wal = db.path.with_extension("db-wal");
+    let holder = db.sql();
+    holder.execute_batch("BEGIN").expect("begin");
+    let _: i64 = holder
+        .query_row("SELECT count(*) FROM meta", [], |r| r.get(0))
+        .expect("read");
+    let (mut headers, mut min_step, mut last_len) = (Vec::new(), i64::MAX, wal_len(&wal));
+    let info = "x".repeat(1500);
+    for chunk in 0..26 {
+        let (tx, rx) = std::sync::mpsc::channel();
+        for n in chunk * 500..(chunk + 1) * 500 {
+            let mut row = db.row(n);
+            row.info = info.clone();
+            let tx = tx.clone();
+            store
+                .submit(WriteOp::InsertVerification {
+                    row,
+                    reply: Box::new(move |r| {
+                        let _ = tx.send(r);
+                    }),
+                })
+                .expect("submit");
+        }
+        for _ in 0..500 {
+            rx.recv_timeout(REPLY_WAIT).expect("reply").expect("insert");
+        }
+        headers.extend(wal_header(&wal));
+        let len = wal_len(&wal);
+        min_step = min_step.min(len as i64 - last_len as i64);
+        last_len = len;
+    }
+    holder.execute_batch("COMMIT").expect("end read");
+    (headers, min_step, holder)
+}
+
+/// With `replication = Litestream` the writer never resets or truncates
+/// the WAL: its header stays the same and the file never shrinks while
+/// ~20 MiB go through it, and shutdown leaves it as it is for Litestream to
+/// ship and checkpoint.
+#[test]
+fn under_litestream_the_writer_never_resets_or_truncates_the_wal() {
+    let db = db();
+    let wal = db.path.with_extension("db-wal");
+    let store = db.store_with(Options {
+        replication: Replication::Litestream,
+        ..Options::default()
+    });
+    let (headers, min_step, holder) = write_under_a_reader(&db, &store);
+    store.shutdown();
+    assert!(headers.len() >= 26, "a WAL header after every chunk");
+    assert!(
+        headers.windows(2).all(|w| w[0] == w[1]),
+        "the WAL was reset while Litestream's reader held it"
+    );
+    assert!(min_step >= 0, "the WAL file shrank by {} bytes", -min_step);
+    assert!(
+        wal_len(&wal) > 16 * 1024 * 1024,
+        "shutdown truncated the WAL"
+    );
+    assert_eq!(wal_header(&wal), headers.last().copied());
+    // What Litestream itself does at its checkpoint still works.
+    let busy: i64 = holder
+        .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))
+        .expect("checkpoint");
+    assert_eq!(busy, 0);
+    assert_eq!(wal_len(&wal), 0);
+    assert_eq!(db.count("SELECT count(*) FROM verifications"), 13_000);
+}
+
+/// The same run without replication: the writer's own policy resets the
+/// WAL once the reader lets go, and truncates it on shutdown. (Shows that
+/// the assertions above can fail.)
+#[test]
+fn without_replication_the_writer_truncates_the_wal_on_shutdown() {
+    let db = db();
+    let wal = db.path.with_extension("db-wal");
+    let store = db.store();
+    let (headers, _, _holder) = write_under_a_reader(&db, &store);
+    store.shutdown();
+    assert!(headers.len() >= 26);
+    assert_eq!(wal_len(&wal), 0, "shutdown left the WAL in place");
 }
