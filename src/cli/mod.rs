@@ -58,7 +58,7 @@ pub struct Args {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the service.
-    Serve,
+    Serve(ServeArgs),
     /// Companies (API clients).
     #[command(subcommand)]
     Company(CompanyCmd),
@@ -74,6 +74,20 @@ pub enum Command {
     /// Webhook deliveries: the log of attempts, and a manual retry.
     #[command(subcommand)]
     Delivery(delivery::DeliveryCmd),
+}
+
+/// `serve`'s options.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ServeArgs {
+    /// Start as a standby promoted over a database restored from the
+    /// replica: hold back the numbers the old primary's lost tail may have
+    /// leased (README, "Standby and failover").
+    #[arg(long)]
+    pub promoted: bool,
+    /// With --promoted: when the old primary stopped committing (Unix
+    /// seconds, e.g. `date -d '10:03:15' +%s`); default: now.
+    #[arg(long, requires = "promoted", value_name = "UNIX_SECONDS")]
+    pub lost_until: Option<i64>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -170,14 +184,14 @@ pub fn run(args: Args) -> Result<()> {
         let default = PathBuf::from("dialproof.toml");
         default.exists().then_some(default)
     });
-    if let Command::Serve = args.command {
-        return crate::runtime::service::run(config_path);
+    if let Command::Serve(serve) = &args.command {
+        return crate::runtime::service::run(config_path, serve);
     }
     let config = Config::load(config_path.as_deref())?;
     let admin = open_admin(&config.database_path())?;
     let out = Output { json: args.json };
     match args.command {
-        Command::Serve => unreachable!("handled above"),
+        Command::Serve(_) => unreachable!("handled above"),
         Command::Company(c) => company(&admin, c, &out),
         Command::Key(k) => key(&admin, k, &out),
         Command::Number(n) => number(&admin, &config, n, &out),

@@ -9,7 +9,9 @@
 //! `dialproof_storage::StoreStats`).
 
 use crate::runtime::app::App;
-use crate::runtime::metrics::{Histogram, LATENCY_BUCKETS_SECONDS, ROUTES, WEBHOOK_OUTCOMES};
+use crate::runtime::metrics::{
+    Histogram, ReplicationMetrics, LATENCY_BUCKETS_SECONDS, ROUTES, WEBHOOK_OUTCOMES,
+};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -21,6 +23,7 @@ pub fn render(app: &App) -> String {
     sip(&mut out, app);
     webhooks(&mut out, app);
     storage(&mut out, app);
+    replication(&mut out, &app.metrics.replication);
     process(&mut out);
     out
 }
@@ -345,6 +348,33 @@ fn storage(out: &mut String, app: &App) {
     let name = "dialproof_storage_wal_bytes";
     header(out, name, "gauge", "Size of the SQLite write-ahead log.");
     sample(out, name, "", std::fs::metadata(wal).map_or(0, |m| m.len()));
+}
+
+/// The heartbeat a replica carries and a promotion's hold (README,
+/// "Standby and failover": the replica's lag is this heartbeat minus the
+/// one a restored replica holds).
+fn replication(out: &mut String, r: &ReplicationMetrics) {
+    let seconds = |ms: &AtomicU64| get(ms) as f64 / 1000.0;
+    for (name, help, v) in [
+        (
+            "dialproof_replication_heartbeat_committed_timestamp_seconds",
+            "Newest heartbeat committed for the replica (0 without replication).",
+            seconds(&r.heartbeat_committed_ms),
+        ),
+        (
+            "dialproof_promotion_held_numbers",
+            "Numbers held back after a promotion (the lost tail may have leased them).",
+            get(&r.held_numbers) as f64,
+        ),
+        (
+            "dialproof_promotion_hold_until_timestamp_seconds",
+            "When the promotion's held numbers are released (0 for none).",
+            seconds(&r.hold_until_ms),
+        ),
+    ] {
+        header(out, name, "gauge", help);
+        sample(out, name, "", v);
+    }
 }
 
 /// The standard process figures, from /proc (Linux).

@@ -13,10 +13,12 @@ use crate::api::rate_limiters::RateLimiters;
 use crate::http::listener::{self, COROUTINE_STACK_BYTES};
 use crate::http::{redirect, tls};
 use crate::runtime::app::App;
-use crate::runtime::config::Config;
+use crate::runtime::config::{Config, ReplicationMode};
 use crate::runtime::expiry;
+use crate::runtime::heartbeat;
 use crate::runtime::leases::{build_table, check_reload, Leases};
 use crate::runtime::metrics::Metrics;
+use crate::runtime::promotion::{self, Held};
 use crate::runtime::resolve::{self, Resolver};
 use crate::runtime::wait::wait_for;
 use crate::{api, http};
@@ -35,7 +37,7 @@ use std::time::Duration;
 const CONTROL_POLL: Duration = Duration::from_secs(1);
 const RECOVERY_WAIT: Duration = Duration::from_secs(60);
 
-pub fn run(config_path: Option<PathBuf>) -> Result<()> {
+pub fn run(config_path: Option<PathBuf>, serve: &crate::cli::ServeArgs) -> Result<()> {
     let config = Config::load(config_path.as_deref())?;
     let workers = config
         .server
@@ -123,6 +125,16 @@ pub fn run(config_path: Option<PathBuf>) -> Result<()> {
     // Also starts the expiry thread, and returns once what expired while
     // the service was down is expired.
     recover(&app)?;
+    // Before any listener or SIP socket: no number the lost tail may have
+    // leased is issued from the first create on.
+    let mut held = match serve.promoted {
+        true => Some(promote(&app, &config, serve.lost_until)?),
+        false => None,
+    };
+    if config.storage.replication == ReplicationMode::Litestream {
+        let r = app.metrics.replication.clone();
+        heartbeat::spawn(store.clone(), app.clock.clone(), stop.clone(), r)?;
+    }
     app.readiness.recovered.store(true, Ordering::Release);
     // After recovery, whose expiries queued their wakes: the driver's first
     // poll also finds every delivery that was due while the service was down.
@@ -194,7 +206,7 @@ pub fn run(config_path: Option<PathBuf>) -> Result<()> {
     out.flush()?;
     drop(out);
 
-    control_loop(&app, config_path.as_deref(), &hup);
+    control_loop(&app, config_path.as_deref(), &hup, &mut held);
     let listeners: Vec<_> = std::iter::once(https).chain(http).collect();
     drain(&listeners, config.server.shutdown_timeout());
     if let Some(sip) = &sip {
@@ -326,15 +338,45 @@ fn restore_leases(app: &App, reader: &Reader) -> Result<Recovered> {
     Ok(recovered)
 }
 
+/// A promoted start: holds back what the lost tail may have leased (see
+/// `promotion`), for the control loop to release when due.
+fn promote(app: &App, config: &Config, lost_until: Option<i64>) -> Result<Held> {
+    let end = match lost_until {
+        Some(seconds) => UnixMillis::from_secs(seconds),
+        None => app.now(),
+    };
+    let held = promotion::hold(&config.database_path(), &app.leases, end)?;
+    let r = &app.metrics.replication;
+    r.held_numbers.store(held.count() as u64, Ordering::Relaxed);
+    r.hold_until_ms
+        .store(u64::try_from(held.until.0).unwrap_or(0), Ordering::Relaxed);
+    Ok(held)
+}
+
 /// Runs until a stop signal: applies operator changes from the database and
 /// configuration reloads (SIGHUP).
-fn control_loop(app: &Arc<App>, config_path: Option<&std::path::Path>, hup: &AtomicBool) {
+fn control_loop(
+    app: &Arc<App>,
+    config_path: Option<&std::path::Path>,
+    hup: &AtomicBool,
+    held: &mut Option<Held>,
+) {
     let mut dedicated = app.keys.dedicated_numbers();
     let mut last_poll = std::time::Instant::now();
     while !app.stopping() {
         std::thread::sleep(Duration::from_millis(100));
         if app.stopping() {
             break;
+        }
+        if held
+            .as_mut()
+            .is_some_and(|h| h.release_if_due(&app.leases, app.now()))
+        {
+            *held = None;
+            app.metrics
+                .replication
+                .held_numbers
+                .store(0, Ordering::Relaxed);
         }
         let reload_config = hup.swap(false, Ordering::AcqRel);
         if last_poll.elapsed() < CONTROL_POLL && !reload_config {

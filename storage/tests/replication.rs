@@ -159,3 +159,75 @@ fn without_replication_the_writer_truncates_the_wal_on_shutdown() {
     assert!(headers.len() >= 26);
     assert_eq!(wal_len(&wal), 0, "shutdown left the WAL in place");
 }
+
+fn submit_heartbeat(store: &Store, at: i64) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    store
+        .submit(WriteOp::Heartbeat {
+            at: dialproof_engine::time::UnixMillis(at),
+            reply: Box::new(move |r| {
+                let _ = tx.send(r);
+            }),
+        })
+        .expect("heartbeat");
+    rx.recv_timeout(REPLY_WAIT)
+        .expect("reply")
+        .expect("heartbeat");
+}
+
+/// The heartbeat moves the newest committed moment forward without
+/// traffic, never backward; rows written later count too.
+#[test]
+fn the_newest_committed_moment_is_the_heartbeat_or_the_newest_row() {
+    let db = db();
+    let store = db.store();
+    let moment = |store: &Store| {
+        read(store, |r| r.newest_committed_moment())
+            .expect("read")
+            .expect("moment")
+    };
+    assert_eq!(moment(&store), None, "an empty database has none");
+    insert(&store, db.row(1)).expect("insert");
+    assert_eq!(moment(&store), Some(T0));
+    submit_heartbeat(&store, T0.0 + 5_000);
+    submit_heartbeat(&store, T0.0 + 2_000);
+    let mut row = db.row(2);
+    row.created_at = T0.plus_millis(1_000);
+    insert(&store, row).expect("insert");
+    assert_eq!(moment(&store), Some(T0.plus_millis(5_000)));
+    let mut row = db.row(3);
+    row.created_at = T0.plus_millis(9_000);
+    insert(&store, row).expect("insert");
+    assert_eq!(moment(&store), Some(T0.plus_millis(9_000)));
+    store.shutdown();
+}
+
+#[test]
+fn leases_come_newest_first_until_told_to_stop() {
+    let db = db();
+    let store = db.store();
+    for n in 0..5 {
+        insert(&store, db.row(n)).expect("insert");
+    }
+    let mut seen = Vec::new();
+    let count = read(&store, move |r| {
+        let n = r.for_each_lease_newest_first(|number, at| {
+            seen.push((number.to_owned(), at));
+            seen.len() < 3
+        });
+        n.map(|n| (n, seen))
+    })
+    .expect("read")
+    .expect("rows");
+    let numbers: Vec<&str> = count.1.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(count.0, 3);
+    assert_eq!(
+        numbers,
+        vec![
+            db.row(4).dial_number,
+            db.row(3).dial_number,
+            db.row(2).dial_number
+        ]
+    );
+    store.shutdown();
+}
