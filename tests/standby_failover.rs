@@ -31,9 +31,9 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-/// Numbers of the one line: enough for the load, the hold and the
-/// standby's creates.
-const NUMBERS: u64 = 2000;
+/// Numbers of the one line, at least: enough for the short run's load,
+/// hold and standby creates (a longer run gets more, see `numbers_for`).
+const NUMBERS_MIN: u64 = 2000;
 /// Litestream's monitor and sync intervals (its defaults), plus a second
 /// of slack: what was acknowledged longer ago than this is replicated.
 const REPLICATION_INTERVAL: Duration = Duration::from_secs(3);
@@ -45,6 +45,12 @@ fn env_or(name: &str, default: u64) -> u64 {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
+}
+
+/// Numbers for a run of `creates`: the load's, a hold of up to twice as
+/// many, and the standby's creates (a quarter of the line).
+fn numbers_for(creates: u64) -> u64 {
+    (4 * creates + 1000).max(NUMBERS_MIN)
 }
 
 fn litestream() -> PathBuf {
@@ -128,7 +134,8 @@ fn a_promoted_standby_takes_over_without_double_leases() {
     let rate = env_or("FAILOVER_RATE", 40);
     let load = Duration::from_secs(env_or("FAILOVER_SECONDS", 4));
     let rx = Receiver::start(Answer::Status(200));
-    let lines = sip_config(&trusted_line(NUMBERS, 603));
+    let numbers = numbers_for(rate * load.as_secs());
+    let lines = sip_config(&trusted_line(numbers, 603));
     let mut primary = Server::prepare(&format!(
         "replication = \"litestream\"\n\n{FAST_RETRIES}{lines}"
     ));
@@ -260,7 +267,7 @@ fn a_promoted_standby_takes_over_without_double_leases() {
             may_be_pending.insert(dial, v_id.to_owned());
         }
     }
-    let standby_creates = (acked.len() + 50).min(NUMBERS as usize / 4);
+    let standby_creates = (acked.len() + 50).min(numbers as usize / 4);
     let mut issued = HashSet::new();
     for n in 0..standby_creates {
         let v = standby.create_ok(
