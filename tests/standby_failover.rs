@@ -129,54 +129,66 @@ fn id(v: &Value) -> &str {
     v["verification_id"].as_str().expect("verification_id")
 }
 
-#[test]
-fn a_promoted_standby_takes_over_without_double_leases() {
-    let rate = env_or("FAILOVER_RATE", 40);
-    let load = Duration::from_secs(env_or("FAILOVER_SECONDS", 4));
-    let rx = Receiver::start(Answer::Status(200));
-    let numbers = numbers_for(rate * load.as_secs());
-    let lines = sip_config(&trusted_line(numbers, 603));
-    let mut primary = Server::prepare(&format!(
+/// The primary, prepared and started under `litestream replicate -exec`.
+struct Primary {
+    server: Server,
+    token: String,
+    replica: PathBuf,
+}
+
+fn start_primary(rx: &Receiver, lines: &str) -> Primary {
+    let mut server = Server::prepare(&format!(
         "replication = \"litestream\"\n\n{FAST_RETRIES}{lines}"
     ));
-    let company = primary.create_company("acme");
-    primary.cli(&["company", "dev-urls", &company.to_string(), &rx.base()]);
-    let token = primary.create_key(company);
+    let company = server.create_company("acme");
+    server.cli(&["company", "dev-urls", &company.to_string(), &rx.base()]);
+    let token = server.create_key(company);
     let prefix = token.split('_').nth(2).expect("prefix").to_owned();
     // Set before the start: the default per-key limit would throttle the
     // load.
-    primary.cli(&["key", "set-limit", &prefix, "100000"]);
-    let replica = primary.dir.path().join("replica");
+    server.cli(&["key", "set-limit", &prefix, "100000"]);
+    let replica = server.dir.path().join("replica");
     let ls_config = litestream_config(
-        primary.dir.path(),
-        &primary.data_dir.join("dialproof.db"),
+        server.dir.path(),
+        &server.data_dir.join("dialproof.db"),
         &replica,
     );
     let ls = litestream();
-    let ls_str = ls.to_str().expect("utf-8 path");
+    let ls = ls.to_str().expect("utf-8 path");
     let cfg = ls_config.to_str().expect("utf-8 path");
-    primary.set_supervisor(&[ls_str, "replicate", "-config", cfg, "-exec"]);
-    primary.launch();
+    server.set_supervisor(&[ls, "replicate", "-config", cfg, "-exec"]);
+    server.launch();
+    Primary {
+        server,
+        token,
+        replica,
+    }
+}
 
-    // Load, with a few calls made meanwhile; the kill follows the last 201
-    // within milliseconds.
-    let url = rx.url("/hook");
+/// What the primary acknowledged: the load's 201s, and the verifications
+/// completed by a call with the moment the call was answered.
+struct Acknowledged {
+    creates: Vec<Acked>,
+    calls: Vec<(String, Instant)>,
+}
+
+/// The create load for `load`, with [`CALLS`] calls made meanwhile (each
+/// to a verification of its own, so the load's creates keep their fields).
+fn run_load(p: &Primary, url: &str, rate: u64, load: Duration) -> Acknowledged {
     let stop = AtomicBool::new(false);
-    let mut called: Vec<(String, Instant)> = Vec::new();
-    let acked = std::thread::scope(|scope| {
-        let load_thread = scope.spawn(|| create_load(&primary, &token, &url, rate, &stop));
+    let mut calls = Vec::new();
+    let creates = std::thread::scope(|scope| {
+        let load_thread = scope.spawn(|| create_load(&p.server, &p.token, url, rate, &stop));
         let started = Instant::now();
         for n in 0..CALLS {
             std::thread::sleep(load / (CALLS as u32 + 1));
-            // A verification of its own for each call, so the load's
-            // creates keep their fields (and stay pending).
-            let v = primary.create_ok(
-                &token,
+            let v = p.server.create_ok(
+                &p.token,
                 &json!({"phone": RU_PHONE, "webhook_url": url, "client_ref": format!("call-{n}"),
                         "ttl_seconds": 600}),
             );
-            call(&primary, v["dial_number"].as_str().expect("dial"));
-            called.push((id(&v).to_owned(), Instant::now()));
+            call(&p.server, v["dial_number"].as_str().expect("dial"));
+            calls.push((id(&v).to_owned(), Instant::now()));
         }
         if let Some(rest) = load.checked_sub(started.elapsed()) {
             std::thread::sleep(rest);
@@ -184,14 +196,16 @@ fn a_promoted_standby_takes_over_without_double_leases() {
         stop.store(true, Ordering::Relaxed);
         load_thread.join().expect("load thread")
     });
-    primary.kill();
-    let killed = Instant::now();
+    Acknowledged { creates, calls }
+}
 
-    // The standby: restore the newest replica, start promoted.
+/// Restores the newest replica into a new data directory and starts it
+/// promoted; returns the server and how long the restore took.
+fn restore_and_promote(replica: &Path, lines: &str) -> (Server, Duration) {
     let mut standby = Server::prepare(&format!("{FAST_RETRIES}{lines}"));
     std::fs::create_dir_all(&standby.data_dir).expect("data dir");
-    let restore_started = Instant::now();
-    let out = Command::new(&ls)
+    let started = Instant::now();
+    let out = Command::new(litestream())
         .arg("restore")
         .arg("-o")
         .arg(standby.data_dir.join("dialproof.db"))
@@ -203,75 +217,96 @@ fn a_promoted_standby_takes_over_without_double_leases() {
         "restore failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let restore_took = restore_started.elapsed();
+    let took = started.elapsed();
     standby.set_serve_args(&["--promoted"]);
     standby.launch();
-    let first = &acked[0];
-    assert_eq!(standby.get(&token, id(&first.body)).status, 200);
-    let serving_after = killed.elapsed();
-    assert!(
-        serving_after < SERVE_WITHIN,
-        "serving {serving_after:?} after the kill"
-    );
+    (standby, took)
+}
 
-    // What the standby knows of the primary's verifications.
-    let completed_on_primary: HashMap<&str, Instant> =
-        called.iter().map(|(id, at)| (id.as_str(), *at)).collect();
-    let mut restored: HashMap<String, Value> = HashMap::new();
-    let mut lost = 0usize;
-    let mut newest_restored_ack: Option<Instant> = None;
-    for a in &acked {
-        let r = standby.get(&token, id(&a.body));
-        let replicated_by_then = killed.duration_since(a.at) > REPLICATION_INTERVAL;
-        match r.status {
+/// What the standby holds of the primary's verifications.
+struct Restored {
+    rows: HashMap<String, Value>,
+    lost: usize,
+    newest_ack: Option<Instant>,
+}
+
+/// Every 201 older than the replication interval is there with the same
+/// fields, every call older than that completed it; the rest is there as
+/// acknowledged or unknown (404).
+fn check_restored(
+    standby: &Server,
+    token: &str,
+    acked: &Acknowledged,
+    killed: Instant,
+) -> Restored {
+    let mut r = Restored {
+        rows: HashMap::new(),
+        lost: 0,
+        newest_ack: None,
+    };
+    for a in &acked.creates {
+        let got = standby.get(token, id(&a.body));
+        match got.status {
             200 => {
-                let g = r.json();
-                assert_eq!(g, a.body, "restored with other fields");
-                newest_restored_ack = Some(newest_restored_ack.map_or(a.at, |t| t.max(a.at)));
-                restored.insert(id(&a.body).to_owned(), g);
+                assert_eq!(got.json(), a.body, "restored with other fields");
+                r.newest_ack = Some(r.newest_ack.map_or(a.at, |t| t.max(a.at)));
+                r.rows.insert(id(&a.body).to_owned(), a.body.clone());
             }
             404 => {
+                let age = killed.duration_since(a.at);
                 assert!(
-                    !replicated_by_then,
-                    "{} acknowledged {:?} before the kill is lost",
-                    id(&a.body),
-                    killed.duration_since(a.at)
+                    age <= REPLICATION_INTERVAL,
+                    "{} acknowledged {age:?} before the kill is lost",
+                    id(&a.body)
                 );
-                lost += 1;
+                r.lost += 1;
             }
-            other => panic!("GET {}: {other} {}", id(&a.body), r.text()),
+            other => panic!("GET {}: {other} {}", id(&a.body), got.text()),
         }
     }
-    for (call_id, at) in &called {
-        let r = standby.get(&token, call_id);
+    for (call_id, at) in &acked.calls {
+        let got = standby.get(token, call_id);
         if killed.duration_since(*at) > REPLICATION_INTERVAL {
-            assert_eq!(r.status, 200, "{call_id}: {}", r.text());
-            let g = r.json();
+            assert_eq!(got.status, 200, "{call_id}: {}", got.text());
+            let g = got.json();
             assert_eq!(g["status"], "completed", "{g}");
             assert_eq!(g["caller_id_received"], "+79161234567", "{g}");
         }
-        if r.status == 200 {
-            restored.insert(call_id.clone(), r.json());
+        if got.status == 200 {
+            r.rows.insert(call_id.clone(), got.json());
         }
     }
+    r
+}
 
-    // No double lease: a new verification on the standby never gets a
-    // number of a primary verification that may still be pending — lost
-    // (unknown here, but its user may call) or restored pending.
+/// No double lease: `creates` new verifications on the standby never get
+/// a number of a primary verification that may still be pending — lost
+/// (unknown here, but its user may call) or restored pending.
+fn check_no_double_lease(
+    standby: &Server,
+    token: &str,
+    url: &str,
+    acked: &Acknowledged,
+    restored: &Restored,
+    creates: usize,
+) {
+    let completed: HashSet<&str> = acked.calls.iter().map(|(id, _)| id.as_str()).collect();
     let mut may_be_pending: HashMap<String, String> = HashMap::new();
-    for a in &acked {
+    for a in &acked.creates {
         let v_id = id(&a.body);
-        let done = restored.get(v_id).is_some_and(|g| g["status"] != "pending");
-        if !done && !completed_on_primary.contains_key(v_id) {
+        let done = restored
+            .rows
+            .get(v_id)
+            .is_some_and(|g| g["status"] != "pending");
+        if !done && !completed.contains(v_id) {
             let dial = a.body["dial_number"].as_str().expect("dial").to_owned();
             may_be_pending.insert(dial, v_id.to_owned());
         }
     }
-    let standby_creates = (acked.len() + 50).min(numbers as usize / 4);
     let mut issued = HashSet::new();
-    for n in 0..standby_creates {
+    for n in 0..creates {
         let v = standby.create_ok(
-            &token,
+            token,
             &json!({"phone": RU_PHONE, "webhook_url": url, "client_ref": format!("standby-{n}")}),
         );
         let dial = v["dial_number"].as_str().expect("dial").to_owned();
@@ -283,16 +318,14 @@ fn a_promoted_standby_takes_over_without_double_leases() {
         );
         assert!(issued.insert(dial), "issued twice on the standby");
     }
+}
 
-    let held = standby
-        .wait_for_log(Duration::from_secs(5), |l| {
-            l.contains("promotion: holding back")
-        })
-        .expect("the promotion's log line");
-
-    // Webhooks of restored completions arrive, identical to any earlier
-    // delivery of the same event.
+/// Every restored completion's webhook arrives; all deliveries of one
+/// event carry the same bytes, and nothing contradicts a completion.
+/// Returns how many restored completions there were.
+fn check_webhooks(rx: &Receiver, restored: &Restored) -> usize {
     let completions: Vec<&String> = restored
+        .rows
         .iter()
         .filter(|(_, g)| g["status"] == "completed")
         .map(|(id, _)| id)
@@ -323,16 +356,56 @@ fn a_promoted_standby_takes_over_without_double_leases() {
             assert_eq!(before, hit.body, "{v_id}: two different bodies");
         }
     }
+    completions.len()
+}
 
-    let lost_window = newest_restored_ack.map(|t| killed.duration_since(t));
+#[test]
+fn a_promoted_standby_takes_over_without_double_leases() {
+    let rate = env_or("FAILOVER_RATE", 40);
+    let load = Duration::from_secs(env_or("FAILOVER_SECONDS", 4));
+    let rx = Receiver::start(Answer::Status(200));
+    let numbers = numbers_for(rate * load.as_secs());
+    let lines = sip_config(&trusted_line(numbers, 603));
+    let mut primary = start_primary(&rx, &lines);
+    let url = rx.url("/hook");
+    // The kill follows the load's last 201 within milliseconds.
+    let acked = run_load(&primary, &url, rate, load);
+    primary.server.kill();
+    let killed = Instant::now();
+
+    let (standby, restore_took) = restore_and_promote(&primary.replica, &lines);
+    assert_eq!(
+        standby
+            .get(&primary.token, id(&acked.creates[0].body))
+            .status,
+        200
+    );
+    let serving_after = killed.elapsed();
+    assert!(
+        serving_after < SERVE_WITHIN,
+        "serving {serving_after:?} after the kill"
+    );
+
+    let restored = check_restored(&standby, &primary.token, &acked, killed);
+    let creates = (acked.creates.len() + 50).min(numbers as usize / 4);
+    check_no_double_lease(&standby, &primary.token, &url, &acked, &restored, creates);
+    let held = standby
+        .wait_for_log(Duration::from_secs(5), |l| {
+            l.contains("promotion: holding back")
+        })
+        .expect("the promotion's log line");
+    let completions = check_webhooks(&rx, &restored);
+
+    let lost_window = restored.newest_ack.map(|t| killed.duration_since(t));
     eprintln!(
-        "failover: {} creates at {rate}/s over {load:?}, {} calls; {lost} lost \
+        "failover: {} creates at {rate}/s over {load:?}, {} calls; {} lost \
          (newest restored ack {lost_window:?} before the kill); restore took {restore_took:?}; \
-         serving {serving_after:?} after the kill; {held}; {} webhooks ({} restored completions)",
-        acked.len(),
-        called.len(),
+         serving {serving_after:?} after the kill; {held}; {} webhooks ({completions} restored \
+         completions)",
+        acked.creates.len(),
+        acked.calls.len(),
+        restored.lost,
         rx.hits_to("/hook").len(),
-        completions.len()
     );
 }
 
@@ -375,6 +448,28 @@ fn gauge(server: &Server, start: usize, name: &str) -> f64 {
         .expect("a number")
 }
 
+/// Adds `ops_listen` on an ephemeral loopback port to a prepared server.
+fn with_ops_listener(s: &Server) {
+    let config = std::fs::read_to_string(&s.config_path).expect("config");
+    let config = config.replacen(
+        "workers = 2\n",
+        "workers = 2\nops_listen = \"127.0.0.1:0\"\n",
+        1,
+    );
+    std::fs::write(&s.config_path, config).expect("config");
+}
+
+/// Moves every stored moment `ms` into the past (a stopped server's file).
+fn move_back(db: &Path, ms: i64) {
+    let db = rusqlite::Connection::open(db).expect("db");
+    db.execute_batch(&format!(
+        "UPDATE verifications SET created_at = created_at - {ms}, \
+           expires_at = expires_at - {ms}, completed_at = completed_at - {ms}; \
+         UPDATE meta SET value = value - {ms} WHERE key = 'heartbeat_at';"
+    ))
+    .expect("moving moments back");
+}
+
 fn now_seconds() -> f64 {
     now_ms() as f64 / 1000.0
 }
@@ -387,13 +482,7 @@ fn now_seconds() -> f64 {
 #[test]
 fn the_heartbeat_and_the_hold_show_and_the_hold_ends() {
     let mut s = Server::prepare(&format!("replication = \"litestream\"\n\n{}", pools(20, 0)));
-    let config = std::fs::read_to_string(&s.config_path).expect("config");
-    let config = config.replacen(
-        "workers = 2\n",
-        "workers = 2\nops_listen = \"127.0.0.1:0\"\n",
-        1,
-    );
-    std::fs::write(&s.config_path, config).expect("config");
+    with_ops_listener(&s);
     s.launch();
     let token = s.new_client("acme");
     let created: Vec<Value> = (0..5)
@@ -436,14 +525,7 @@ fn the_heartbeat_and_the_hold_show_and_the_hold_ends() {
     // history hold all 20 numbers (2 x 7 + 8, capped), but the hold ends
     // 600 s after the window, so it is released at once and all 20 are
     // issued.
-    let db = rusqlite::Connection::open(s.data_dir.join("dialproof.db")).expect("db");
-    db.execute_batch(
-        "UPDATE verifications SET created_at = created_at - 700000, \
-           expires_at = expires_at - 700000, completed_at = completed_at - 700000; \
-         UPDATE meta SET value = value - 700000 WHERE key = 'heartbeat_at';",
-    )
-    .expect("moving moments back");
-    drop(db);
+    move_back(&s.data_dir.join("dialproof.db"), 700_000);
     let lost_until = (now_ms() / 1000 - 650).to_string();
     s.set_serve_args(&["--promoted", "--lost-until", &lost_until]);
     s.launch();
