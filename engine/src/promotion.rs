@@ -87,12 +87,16 @@ pub struct HoldPlanner {
 }
 
 impl HoldPlanner {
-    pub fn new(window: LostWindow, sub_pools: usize) -> HoldPlanner {
+    /// `sub_pool_sizes[i]` is how many numbers sub-pool `i` has: an empty
+    /// one never leased anything, so reading does not wait for its newest
+    /// lease (which would read the whole table).
+    pub fn new(window: LostWindow, sub_pool_sizes: &[usize]) -> HoldPlanner {
+        let sub_pools = sub_pool_sizes.len();
         HoldPlanner {
             window,
             newest: vec![None; sub_pools],
             created: vec![Vec::new(); sub_pools],
-            newest_missing: sub_pools,
+            newest_missing: sub_pool_sizes.iter().filter(|len| **len > 0).count(),
         }
     }
 
@@ -105,7 +109,7 @@ impl HoldPlanner {
         };
         if newest.is_none() {
             *newest = Some(slot);
-            self.newest_missing -= 1;
+            self.newest_missing = self.newest_missing.saturating_sub(1);
         }
         let in_history = created_at.0 >= self.window.last_committed.0 - PEAK_HISTORY_MS;
         if in_history {
@@ -193,7 +197,7 @@ mod tests {
             last_committed: at(10_000),
             end: at(12_000),
         };
-        let mut p = HoldPlanner::new(window, 3);
+        let mut p = HoldPlanner::new(window, &[100, 600, 10]);
         // Sub-pool 0: 10 creates a second for the last 10 s (newest first).
         let mut more = true;
         for n in (0..100).rev() {
@@ -220,11 +224,12 @@ mod tests {
 
     #[test]
     fn reading_stops_once_every_newest_lease_is_known_and_history_covered() {
+        // Sub-pool 2 is empty: reading never waits for it.
         let window = LostWindow {
             last_committed: at(0),
             end: at(0),
         };
-        let mut p = HoldPlanner::new(window, 2);
+        let mut p = HoldPlanner::new(window, &[10, 10, 0]);
         assert!(p.visit(0, Slot(1), at(0)));
         assert!(p.visit(1, Slot(2), at(-10)));
         assert!(p.visit(0, Slot(3), at(-PEAK_HISTORY_MS)));

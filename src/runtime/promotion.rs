@@ -60,7 +60,7 @@ pub fn hold(db_path: &Path, leases: &Leases, end: UnixMillis) -> Result<Held> {
         last_committed,
         end,
     };
-    let mut planner = HoldPlanner::new(window, leases.with_table(|t| t.sub_pools_count()));
+    let mut planner = HoldPlanner::new(window, &leases.with_table(|t| t.sub_pool_sizes()));
     let rows = reader
         .for_each_lease_newest_first(|number, created_at| {
             leases.with_table(|t| match t.slot_of(number) {

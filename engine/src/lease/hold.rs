@@ -20,6 +20,11 @@ impl LeaseTable {
         self.sub_pools.len()
     }
 
+    /// How many numbers each sub-pool has, by sub-pool index.
+    pub fn sub_pool_sizes(&self) -> Vec<usize> {
+        self.sub_pools.iter().map(|p| p.len()).collect()
+    }
+
     /// The sub-pool `slot` belongs to; `None` for a slot not of this table.
     pub fn sub_pool_of(&self, slot: Slot) -> Option<usize> {
         self.slots.get(slot.0 as usize).map(|i| i.sub_pool as usize)
@@ -152,6 +157,7 @@ mod tests {
         // The two shared sub-pools come first; the dedicated one (slots 0..3)
         // is the third.
         assert_eq!(t.sub_pools_count(), 3);
+        assert_eq!(t.sub_pool_sizes(), vec![5, 0, 3]);
         assert_eq!(t.sub_pool_of(Slot(1)), Some(2));
         assert_eq!(t.sub_pool_of(Slot(5)), Some(0));
         assert_eq!(t.sub_pool_of(Slot(99)), None);
