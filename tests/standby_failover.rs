@@ -476,7 +476,7 @@ fn now_seconds() -> f64 {
 
 /// The parts a failover run cannot show in seconds: the heartbeat gauge
 /// under replication, the hold's gauges and its effect (only the numbers
-/// outside the hold are issued), and the hold's end (a lost window that
+/// outside the hold are issued, also after a reload), and the hold's end (a lost window that
 /// ended more than the longest TTL ago holds nothing after the first
 /// control-loop pass).
 #[test]
@@ -511,6 +511,16 @@ fn the_heartbeat_and_the_hold_show_and_the_hold_ends() {
     assert_eq!(gauge(&s, 2, "dialproof_promotion_held_numbers"), 18.0);
     let until = gauge(&s, 2, "dialproof_promotion_hold_until_timestamp_seconds");
     assert!((until - (now_seconds() + 600.0)).abs() < 10.0, "{until}");
+    // A reload rebuilds the lease table: the holds are carried over.
+    let hup = Command::new("kill")
+        .args(["-HUP", &s.pid().to_string()])
+        .status()
+        .expect("kill -HUP");
+    assert!(hup.success());
+    s.wait_for_log(Duration::from_secs(10), |l| {
+        l.contains("lease table rebuilt") && l.contains("carried=18")
+    })
+    .expect("the table rebuilt with the holds");
     let issued: Vec<Value> = (0..2)
         .map(|_| s.create_ok(&token, &body(RU_PHONE)))
         .collect();
