@@ -7,8 +7,8 @@ use dialproof::{cli, runtime};
 fn main() {
     let args = cli::Args::parse();
     init_logging(args.log_format);
-    let result = match args.command {
-        cli::Command::Serve => runtime::service::run(cli::config_path(&args)),
+    let result = match &args.command {
+        cli::Command::Serve(serve) => runtime::service::run(cli::config_path(&args), serve),
         _ => cli::run(args),
     };
     if let Err(e) = result {

@@ -21,6 +21,7 @@ pub mod expiry;
 pub mod ids;
 pub mod lease;
 pub mod pool;
+pub mod promotion;
 pub mod ratelimit;
 pub mod sip;
 pub mod ssrf;

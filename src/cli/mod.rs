@@ -58,7 +58,7 @@ pub struct Args {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the service.
-    Serve,
+    Serve(ServeArgs),
     /// Companies (API clients).
     #[command(subcommand)]
     Company(CompanyCmd),
@@ -74,6 +74,20 @@ pub enum Command {
     /// Webhook deliveries: the log of attempts, and a manual retry.
     #[command(subcommand)]
     Delivery(delivery::DeliveryCmd),
+}
+
+/// `serve`'s options.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ServeArgs {
+    /// Start as a standby promoted over a database restored from the
+    /// replica: hold back the numbers the old primary's lost tail may have
+    /// leased (README, "Standby and failover").
+    #[arg(long)]
+    pub promoted: bool,
+    /// With --promoted: when the old primary stopped committing (Unix
+    /// seconds, e.g. `date -d '10:03:15' +%s`); default: now.
+    #[arg(long, requires = "promoted", value_name = "UNIX_SECONDS")]
+    pub lost_until: Option<i64>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -180,7 +194,7 @@ pub fn run(args: Args) -> Result<()> {
     let admin = open_admin(&config.database_path())?;
     let out = Output { json: args.json };
     match args.command {
-        Command::Serve => {
+        Command::Serve(_) => {
             anyhow::bail!("`serve` starts the service; it is not an operator command")
         }
         Command::Company(c) => company(&admin, c, &out),

@@ -10,7 +10,7 @@
 
 use super::Ops;
 use crate::shared::metrics::{
-    Histogram, Metrics, LATENCY_BUCKETS_SECONDS, ROUTES, WEBHOOK_OUTCOMES,
+    Histogram, Metrics, ReplicationMetrics, LATENCY_BUCKETS_SECONDS, ROUTES, WEBHOOK_OUTCOMES,
 };
 use dialproof_engine::pool::Pool;
 use dialproof_storage::{BATCH_OPS_BUCKETS, COMMIT_SECONDS_BUCKETS};
@@ -25,6 +25,7 @@ pub fn render(ctx: &Ops) -> String {
     sip(&mut out, ctx);
     webhooks(&mut out, ctx);
     storage(&mut out, ctx);
+    replication(&mut out, &ctx.metrics.replication);
     process(&mut out);
     out
 }
@@ -416,6 +417,33 @@ fn cumulative(out: &mut String, name: &str, bounds: &[String], counts: &[u64], s
         "",
         counts.last().copied().unwrap_or(0),
     );
+}
+
+/// The heartbeat a replica carries and a promotion's hold (README,
+/// "Standby and failover": the replica's lag is this heartbeat minus the
+/// one a restored replica holds).
+fn replication(out: &mut String, r: &ReplicationMetrics) {
+    let seconds = |ms: &AtomicU64| get(ms) as f64 / 1000.0;
+    for (name, help, v) in [
+        (
+            "dialproof_replication_heartbeat_committed_timestamp_seconds",
+            "Newest heartbeat committed for the replica (0 without replication).",
+            seconds(&r.heartbeat_committed_ms),
+        ),
+        (
+            "dialproof_promotion_held_numbers",
+            "Numbers held back after a promotion (the lost tail may have leased them).",
+            get(&r.held_numbers) as f64,
+        ),
+        (
+            "dialproof_promotion_hold_until_timestamp_seconds",
+            "When the promotion's held numbers are released (0 for none).",
+            seconds(&r.hold_until_ms),
+        ),
+    ] {
+        header(out, name, "gauge", help);
+        sample(out, name, "", v);
+    }
 }
 
 /// The standard process figures, from /proc (Linux).

@@ -7,6 +7,7 @@
 //! checks what a reload may change).
 
 use crate::runtime::app::App;
+use crate::runtime::promotion::Held;
 use crate::shared::config::Config;
 use crate::shared::leases::{build_table, check_reload};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,7 +19,12 @@ const CONTROL_POLL: Duration = Duration::from_secs(1);
 
 /// Runs until a stop signal: applies operator changes from the database and
 /// configuration reloads (SIGHUP).
-pub fn control_loop(app: &Arc<App>, config_path: Option<&std::path::Path>, hup: &AtomicBool) {
+pub fn control_loop(
+    app: &Arc<App>,
+    config_path: Option<&std::path::Path>,
+    hup: &AtomicBool,
+    held: &mut Option<Held>,
+) {
     let mut dedicated = app.keys.dedicated_numbers();
     let mut last_poll = std::time::Instant::now();
     while !app.stopping() {
@@ -26,6 +32,7 @@ pub fn control_loop(app: &Arc<App>, config_path: Option<&std::path::Path>, hup: 
         if app.stopping() {
             break;
         }
+        release_held_if_due(app, held);
         let reload_config = hup.swap(false, Ordering::AcqRel);
         if last_poll.elapsed() < CONTROL_POLL && !reload_config {
             continue;
@@ -66,5 +73,20 @@ pub fn control_loop(app: &Arc<App>, config_path: Option<&std::path::Path>, hup: 
             }
             Err(e) => tracing::error!(error = %e, "lease table rebuild failed"),
         }
+    }
+}
+
+/// After a promoted start: lets the held numbers go once no verification of
+/// the lost tail can still be alive (polled here, so it cannot be dropped).
+fn release_held_if_due(app: &App, held: &mut Option<Held>) {
+    if held
+        .as_mut()
+        .is_some_and(|h| h.release_if_due(&app.leases, app.now()))
+    {
+        *held = None;
+        app.metrics
+            .replication
+            .held_numbers
+            .store(0, Ordering::Relaxed);
     }
 }

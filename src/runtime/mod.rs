@@ -11,5 +11,7 @@ pub mod app;
 pub mod commits;
 pub mod control;
 pub mod expiry;
+pub mod heartbeat;
+pub mod promotion;
 pub mod recovery;
 pub mod service;

@@ -11,13 +11,16 @@
 //! (`super::recovery`) or the control loop (`super::control`).
 
 use crate::api::key_cache::KeyCache;
+use crate::cli::ServeArgs;
 use crate::http::listener::{self, Listening, COROUTINE_STACK_BYTES};
 use crate::http::{redirect, tls};
 use crate::runtime::app::App;
 use crate::runtime::control::control_loop;
+use crate::runtime::heartbeat;
+use crate::runtime::promotion::{promote, Held};
 use crate::runtime::recovery::recover;
 use crate::shared::clock::Clock;
-use crate::shared::config::Config;
+use crate::shared::config::{Config, ReplicationMode};
 use crate::shared::leases::{build_table, Leases};
 use crate::shared::resolve::{self, Resolver};
 use crate::sip::SipHandle;
@@ -54,12 +57,14 @@ pub struct Running {
     hup: Arc<AtomicBool>,
     workers: usize,
     numbers_total: usize,
+    /// After a promoted start: the numbers held back, until released.
+    held: Option<Held>,
 }
 
 /// The service as the operator starts it: the system clock, stopped by
 /// SIGTERM or SIGINT, reloaded by SIGHUP.
-pub fn run(config_path: Option<PathBuf>) -> Result<()> {
-    let running = start(config_path, Clock::system())?;
+pub fn run(config_path: Option<PathBuf>, serve: &ServeArgs) -> Result<()> {
+    let running = start(config_path, Clock::system(), serve)?;
     // Before the READY line: whoever waits for it may signal at once.
     signal_hook::flag::register(signal_hook::consts::SIGHUP, running.hup.clone())?;
     signal_hook::flag::register(signal_hook::consts::SIGTERM, running.stop_flag())?;
@@ -70,7 +75,7 @@ pub fn run(config_path: Option<PathBuf>) -> Result<()> {
 /// Starts the service with `clock` as its one clock (the system clock in
 /// production; a test's virtual time in process) and returns once it
 /// takes requests.
-pub fn start(config_path: Option<PathBuf>, clock: Clock) -> Result<Running> {
+pub fn start(config_path: Option<PathBuf>, clock: Clock, serve: &ServeArgs) -> Result<Running> {
     let config = Config::load(config_path.as_deref())?;
     let workers = config
         .server
@@ -95,6 +100,16 @@ pub fn start(config_path: Option<PathBuf>, clock: Clock) -> Result<Running> {
     // Also starts the expiry thread, and returns once what expired while
     // the service was down is expired.
     recover(&app)?;
+    // Before any listener or SIP socket: no number the lost tail may have
+    // leased is issued from the first create on.
+    let held = match serve.promoted {
+        true => Some(promote(&app, &config, serve.lost_until)?),
+        false => None,
+    };
+    if config.storage.replication == ReplicationMode::Litestream {
+        let r = app.metrics.replication.clone();
+        heartbeat::spawn(store.clone(), app.clock.clone(), app.stop.clone(), r)?;
+    }
     app.readiness.recovered.store(true, Ordering::Release);
     // After recovery, whose expiries queued their wakes: the driver's first
     // poll also finds every delivery that was due while the service was down.
@@ -117,6 +132,7 @@ pub fn start(config_path: Option<PathBuf>, clock: Clock) -> Result<Running> {
         hup: Arc::new(AtomicBool::new(false)),
         workers,
         numbers_total,
+        held,
     })
 }
 
@@ -144,9 +160,10 @@ impl Running {
             hup,
             workers,
             numbers_total,
+            mut held,
         } = self;
         announce_ready(&app, &config, &listeners, workers, numbers_total)?;
-        control_loop(&app, config_path.as_deref(), &hup);
+        control_loop(&app, config_path.as_deref(), &hup, &mut held);
         stop(&config, listeners, &store);
         if consumer.join().is_err() {
             tracing::error!("the commit consumer panicked");
@@ -173,6 +190,7 @@ fn open_store(config: &Config) -> Result<(Store, CommitReceiver)> {
         &config.database_path(),
         Options {
             failpoints,
+            replication: config.storage.replication.storage(),
             ..Options::default()
         },
         commit_sink,

@@ -135,12 +135,35 @@ pub struct TlsConfig {
 pub struct StorageConfig {
     #[serde(default = "default_data_dir")]
     pub data_dir: PathBuf,
+    /// `litestream` when Litestream replicates the database: the writer
+    /// then leaves WAL resets to it (see storage's `checkpoint`).
+    #[serde(default)]
+    pub replication: ReplicationMode,
+}
+
+/// `[storage] replication`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplicationMode {
+    #[default]
+    None,
+    Litestream,
+}
+
+impl ReplicationMode {
+    pub fn storage(self) -> dialproof_storage::Replication {
+        match self {
+            ReplicationMode::None => dialproof_storage::Replication::Off,
+            ReplicationMode::Litestream => dialproof_storage::Replication::Litestream,
+        }
+    }
 }
 
 impl Default for StorageConfig {
     fn default() -> Self {
         StorageConfig {
             data_dir: default_data_dir(),
+            replication: ReplicationMode::None,
         }
     }
 }
@@ -508,5 +531,24 @@ mod tests {
         assert!(expand_range("+99999999", 2, "l").is_err());
         assert!(expand_range("+7000", 2, "l").is_err());
         assert!(expand_range("+70000000000", 0, "l").is_err());
+    }
+
+    #[test]
+    fn storage_replication_is_none_or_litestream() {
+        let parse = |v: &str| {
+            toml::from_str::<StorageConfig>(&format!("data_dir = \"d\"\nreplication = \"{v}\""))
+        };
+        assert_eq!(
+            parse("litestream").unwrap().replication,
+            ReplicationMode::Litestream
+        );
+        assert_eq!(parse("none").unwrap().replication, ReplicationMode::None);
+        assert!(parse("rsync").is_err());
+        let default: StorageConfig = toml::from_str("data_dir = \"d\"").unwrap();
+        assert_eq!(default.replication, ReplicationMode::None);
+        assert_eq!(
+            ReplicationMode::Litestream.storage(),
+            dialproof_storage::Replication::Litestream
+        );
     }
 }

@@ -92,6 +92,17 @@ impl WebhookMetrics {
     }
 }
 
+/// Replication and promotion (see `super::heartbeat`, `super::promotion`).
+#[derive(Default)]
+pub struct ReplicationMetrics {
+    /// Gauge: the newest heartbeat the writer committed (Unix ms); 0
+    /// without replication.
+    pub heartbeat_committed_ms: AtomicU64,
+    /// Gauge: numbers held back after a promotion, until `hold_until_ms`.
+    pub held_numbers: AtomicU64,
+    pub hold_until_ms: AtomicU64,
+}
+
 #[derive(Default)]
 pub struct Metrics {
     /// Request latency per route of [`ROUTES`], from the parsed request to
@@ -109,6 +120,8 @@ pub struct Metrics {
     pub failed: AtomicU64,
     pub storage_errors: AtomicU64,
     pub webhooks: WebhookMetrics,
+    /// Shared with the heartbeat thread, which takes only this part.
+    pub replication: std::sync::Arc<ReplicationMetrics>,
 }
 
 impl Metrics {

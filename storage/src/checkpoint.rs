@@ -18,6 +18,16 @@
 //!   reader cannot stall every batch;
 //! - on shutdown runs `wal_checkpoint(TRUNCATE)`, leaving an empty WAL.
 //!
+//! With [`Replication::Litestream`] another process (Litestream) reads the
+//! WAL and owns its reset: it holds a read transaction between its own
+//! checkpoints, so a RESTART or TRUNCATE from the writer would wait out the
+//! busy timeout holding the write lock and then fail, and a reset it did
+//! win would make Litestream ship a full snapshot. In that mode the writer
+//! runs PASSIVE checkpoints only (at the same moments, shutdown included),
+//! takes "busy" as the normal answer, and leaves `journal_size_limit` alone;
+//! the WAL's size is then governed by Litestream's settings
+//! (`min-checkpoint-page-count`, `checkpoint-interval`, `truncate-page-n`).
+//!
 //! `journal_size_limit` ([`JOURNAL_SIZE_LIMIT_BYTES`]) makes SQLite shrink
 //! the file when the WAL restarts, so the file length is a fair measure of
 //! how far the WAL has grown since.
@@ -45,6 +55,19 @@ pub(crate) const WAL_BYTES_FORCE: u64 = 16 * 1024 * 1024;
 pub(crate) const RESTART_WAIT: Duration = Duration::from_millis(200);
 /// Size SQLite truncates the WAL file to when it restarts it.
 const JOURNAL_SIZE_LIMIT_BYTES: i64 = WAL_BYTES_FORCE as i64;
+
+/// Who else works on the WAL, which decides how far the writer's
+/// checkpoints may go (see the module docs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Replication {
+    /// The service alone: PASSIVE, RESTART when the WAL grew, TRUNCATE on
+    /// shutdown.
+    #[default]
+    Off,
+    /// Litestream replicates the file and resets the WAL itself: PASSIVE
+    /// only.
+    Litestream,
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Mode {
@@ -77,6 +100,7 @@ struct Outcome {
 /// The writer's checkpoint bookkeeping.
 #[derive(Debug)]
 pub(crate) struct Checkpointer {
+    replication: Replication,
     wal_path: PathBuf,
     page_bytes: u64,
     batches_since: u32,
@@ -90,11 +114,17 @@ impl Checkpointer {
     /// Takes over checkpointing on the writer connection `conn` of the
     /// database at `db_path`. Call it before the first write on `conn`, so
     /// that no commit triggers SQLite's own checkpoint.
-    pub(crate) fn new(conn: &Connection, db_path: &std::path::Path) -> Result<Checkpointer> {
+    pub(crate) fn new(
+        conn: &Connection,
+        db_path: &std::path::Path,
+        replication: Replication,
+    ) -> Result<Checkpointer> {
         // 0 turns off SQLite's automatic checkpoint after commits; the
         // writer runs them itself (see the module docs).
         conn.pragma_update(None, "wal_autocheckpoint", 0)?;
-        conn.pragma_update(None, "journal_size_limit", JOURNAL_SIZE_LIMIT_BYTES)?;
+        if replication == Replication::Off {
+            conn.pragma_update(None, "journal_size_limit", JOURNAL_SIZE_LIMIT_BYTES)?;
+        }
         let mut wal_path = db_path.as_os_str().to_owned();
         wal_path.push("-wal");
         let page_bytes = conn
@@ -104,6 +134,7 @@ impl Checkpointer {
             .filter(|p| *p > 0)
             .unwrap_or(4096);
         Ok(Checkpointer {
+            replication,
             wal_path: wal_path.into(),
             page_bytes,
             batches_since: 0,
@@ -133,9 +164,13 @@ impl Checkpointer {
     }
 
     pub(crate) fn on_shutdown(&mut self, conn: &Connection) {
-        if let Some(o) = run(conn, Mode::Truncate) {
+        let mode = match self.replication {
+            Replication::Off => Mode::Truncate,
+            Replication::Litestream => Mode::Passive,
+        };
+        if let Some(o) = run(conn, mode) {
             self.runs += 1;
-            if o.busy {
+            if o.busy && mode == Mode::Truncate {
                 tracing::warn!(
                     log_frames = o.log_frames,
                     checkpointed_frames = o.checkpointed_frames,
@@ -159,6 +194,14 @@ impl Checkpointer {
         };
         self.runs += 1;
         let log_bytes = u64::try_from(passive.log_frames).unwrap_or(0) * self.page_bytes;
+        if self.replication == Replication::Litestream {
+            // PASSIVE is all the writer does; a busy or partial checkpoint
+            // is expected (Litestream's read point holds it back), and the
+            // file only shrinks when Litestream truncates it, so the next
+            // forced checkpoint waits for another step of growth.
+            self.force_at_bytes = self.wal_bytes().max(log_bytes) + WAL_BYTES_FORCE;
+            return;
+        }
         if log_bytes < WAL_BYTES_FORCE {
             // Small enough: SQLite reuses the WAL from its start once a
             // checkpoint has caught up and no reader is behind.

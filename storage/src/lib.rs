@@ -17,7 +17,8 @@
 //! `committed` (the events after COMMIT), `checkpoint` (WAL policy),
 //! `stats` (counters); then `reader` (queries and reader threads), `admin`
 //! (the operator's changes), `companies` (the queries both share), `meta`
-//! (the change counter), `deliveries` (webhook attempts and log), `users`
+//! (the change counter), `replica` (the heartbeat and what a promoted
+//! standby reads), `deliveries` (webhook attempts and log), `users`
 //! (dashboard users and sessions), `rows` (row types and mapping), `schema`
 //! (migrations), `conn` (connection settings), `failpoints` (crash and
 //! error injection), `error`.
@@ -39,6 +40,7 @@ mod failpoints;
 mod meta;
 mod ops;
 mod reader;
+mod replica;
 mod rows;
 mod schema;
 mod stats;
@@ -47,6 +49,7 @@ mod users;
 mod writer;
 
 pub use admin::{Admin, DEV_WEBHOOK_URLS_MAX, DEV_WEBHOOK_URL_LEN_MAX};
+pub use checkpoint::Replication;
 pub use committed::{CommitReceiver, CommitSink, Committed, CommittedBatch, Transitioned};
 pub use deliveries::{
     truncate_utf8, AttemptRow, DeliveryFilter, DeliveryLogEntry, NewAttempt, ATTEMPTS_LISTED_MAX,

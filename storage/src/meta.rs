@@ -6,7 +6,8 @@
 //! `Reader::change_version` and reloads its in-memory copies when it moved.
 //!
 //! Not for: the schema version (that is `PRAGMA user_version`, see
-//! `schema`) or anything the service writes.
+//! `schema`) or the service's heartbeat row in the same table (see
+//! `replica`).
 
 use crate::error::{Result, StorageError};
 use rusqlite::Connection;

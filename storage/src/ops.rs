@@ -70,6 +70,13 @@ pub enum WriteOp {
         session: NewSession,
         reply: Reply<Result<(), StorageError>>,
     },
+    /// Move the heartbeat moment forward to `at` (never backward), so a
+    /// replica knows how recent it is without traffic (see `replica`);
+    /// reply after COMMIT.
+    Heartbeat {
+        at: UnixMillis,
+        reply: Reply<Result<(), StorageError>>,
+    },
 }
 
 impl WriteOp {
@@ -83,6 +90,7 @@ impl WriteOp {
             WriteOp::TouchKey { .. } => "touch_key",
             WriteOp::RecordAttempt { .. } => "record_attempt",
             WriteOp::InsertSession { .. } => "insert_session",
+            WriteOp::Heartbeat { .. } => "heartbeat",
         }
     }
 }

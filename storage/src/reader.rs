@@ -161,6 +161,21 @@ impl Reader {
         Ok(count)
     }
 
+    /// The newest moment the database holds a commit of (see `replica`):
+    /// what a promoted standby takes as the start of the lost window.
+    pub fn newest_committed_moment(&self) -> Result<Option<UnixMillis>, StorageError> {
+        crate::replica::newest_committed_moment(&self.conn)
+    }
+
+    /// Every verification's `(dial_number, created_at)`, newest first,
+    /// until `f` returns false; returns how many `f` saw.
+    pub fn for_each_lease_newest_first(
+        &self,
+        f: impl FnMut(&str, UnixMillis) -> bool,
+    ) -> Result<usize, StorageError> {
+        crate::replica::for_each_lease_newest_first(&self.conn, f)
+    }
+
     /// The outbox rows of one verification (at most one today), for the
     /// dashboard and tests.
     pub fn deliveries_for_verification(

@@ -12,7 +12,7 @@
 //! process), retry policy (a full queue is the caller's back-pressure), or
 //! running writes and reads (see `writer` and `reader`).
 
-use crate::checkpoint::Checkpointer;
+use crate::checkpoint::{Checkpointer, Replication};
 use crate::committed::CommitSink;
 use crate::conn::{self, Role};
 use crate::error::{Result, StorageError};
@@ -47,6 +47,9 @@ pub struct Options {
     pub queue_capacity: usize,
     /// Reader threads (1..=[`READERS_MAX`]).
     pub readers: usize,
+    /// Whether Litestream replicates the file (the writer then never
+    /// resets the WAL; see `Replication`).
+    pub replication: Replication,
     pub failpoints: FailPoints,
 }
 
@@ -56,6 +59,7 @@ impl Default for Options {
             batch_max: BATCH_MAX_DEFAULT,
             queue_capacity: QUEUE_CAPACITY_DEFAULT,
             readers: READERS_DEFAULT,
+            replication: Replication::Off,
             failpoints: FailPoints::default(),
         }
     }
@@ -159,7 +163,7 @@ impl Store {
         let writer_conn = conn::open(path, Role::Writer)?;
         // Before the migration's commits, so that none of them runs
         // SQLite's own checkpoint.
-        let checkpointer = Checkpointer::new(&writer_conn, path)?;
+        let checkpointer = Checkpointer::new(&writer_conn, path, opts.replication)?;
         schema::migrate(&writer_conn)?;
         let mut reader_conns = Vec::with_capacity(opts.readers);
         for _ in 0..opts.readers {

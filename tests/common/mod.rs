@@ -124,6 +124,11 @@ pub struct Server {
     /// The service running inside this test process instead of a child
     /// (see `virtual_time`).
     in_process: Option<virtual_time::InProcess>,
+    /// Extra arguments after `serve` (e.g. `--promoted`).
+    serve_args: Vec<String>,
+    /// A supervisor that runs the service as its child, given the service's
+    /// command line as its last argument (`litestream replicate -exec`).
+    supervisor: Option<Vec<String>>,
 }
 
 impl Server {
@@ -160,6 +165,8 @@ impl Server {
             child: None,
             env: Vec::new(),
             in_process: None,
+            serve_args: Vec::new(),
+            supervisor: None,
             logs: Arc::new(Mutex::new(String::new())),
             tls: Arc::new(
                 rustls::ClientConfig::builder_with_provider(provider())
@@ -178,6 +185,18 @@ impl Server {
         self.env.push((key.to_owned(), value.to_owned()));
     }
 
+    /// Extra arguments after `serve` from the next start on.
+    pub fn set_serve_args(&mut self, args: &[&str]) {
+        self.serve_args = args.iter().map(|a| a.to_string()).collect();
+    }
+
+    /// Runs the service under `program args... "<service command line>"`
+    /// from the next start on. Killing the server then kills the supervisor
+    /// and its children, supervisor first.
+    pub fn set_supervisor(&mut self, program_and_args: &[&str]) {
+        self.supervisor = Some(program_and_args.iter().map(|a| a.to_string()).collect());
+    }
+
     /// Starts the process of a [`Server::prepare`]d server.
     pub fn launch(&mut self) {
         self.spawn();
@@ -192,10 +211,30 @@ impl Server {
     fn spawn(&mut self) {
         assert!(self.child.is_none(), "server already running");
         self.log_line("[harness] starting server");
-        let mut child = Command::new(BIN)
-            .arg("--config")
-            .arg(&self.config_path)
-            .arg("serve")
+        let mut command = match &self.supervisor {
+            None => {
+                let mut c = Command::new(BIN);
+                c.arg("--config")
+                    .arg(&self.config_path)
+                    .arg("serve")
+                    .args(&self.serve_args);
+                c
+            }
+            Some(supervisor) => {
+                let mut line = format!(
+                    "{BIN} --config {} serve",
+                    self.config_path.to_str().expect("utf-8 temp path")
+                );
+                for a in &self.serve_args {
+                    line.push(' ');
+                    line.push_str(a);
+                }
+                let mut c = Command::new(&supervisor[0]);
+                c.args(&supervisor[1..]).arg(line);
+                c
+            }
+        };
+        let mut child = command
             .env("NO_COLOR", "1")
             .env("DIALPROOF_LOG", "info,may=warn")
             .envs(self.env.iter().map(|(k, v)| (k, v)))
@@ -256,7 +295,15 @@ impl Server {
 
     fn kill_child(&mut self) -> Option<ExitStatus> {
         let mut child = self.child.take()?;
+        let children = child_pids(child.id());
         let _ = child.kill();
+        // A supervisor's children (the service) after the supervisor, as
+        // when a machine dies: the supervisor cannot act on their exit.
+        for pid in children {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
         child.wait().ok()
     }
 
@@ -525,6 +572,22 @@ impl Drop for Server {
             eprintln!("---- server logs ----\n{}---- end ----", self.logs());
         }
     }
+}
+
+/// The direct children of process `pid` (from /proc; empty if gone).
+pub fn child_pids(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    let mut pids = Vec::new();
+    for task in tasks.flatten() {
+        let text = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+        pids.extend(
+            text.split_whitespace()
+                .filter_map(|p| p.parse::<u32>().ok()),
+        );
+    }
+    pids
 }
 
 fn push_log(logs: &Mutex<String>, line: &str) {

@@ -75,8 +75,12 @@ impl Server {
     /// A [`Server::prepare`]d server started in this process on `clock`.
     pub fn launch_in_process(&mut self, clock: &VirtualClock) {
         assert!(self.in_process.is_none(), "already running in process");
-        let running = service::start(Some(self.config_path.clone()), clock.clock())
-            .unwrap_or_else(|e| panic!("in-process start failed: {e:#}"));
+        let running = service::start(
+            Some(self.config_path.clone()),
+            clock.clock(),
+            &Default::default(),
+        )
+        .unwrap_or_else(|e| panic!("in-process start failed: {e:#}"));
         self.https = running.https_addr();
         self.tls = super::client_config(&self.data_dir.join("tls").join("cert.pem"));
         let stop = running.stop_flag();

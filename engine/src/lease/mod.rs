@@ -34,6 +34,7 @@
 //! [`LeaseTable::leases`] over into it.
 
 mod bitmap;
+mod hold;
 mod stats;
 
 pub use stats::{LineStats, PoolStats};

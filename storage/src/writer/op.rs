@@ -13,6 +13,7 @@ use crate::deliveries::{self, NewAttempt};
 use crate::error::Result;
 use crate::failpoints::{FailPoints, Point};
 use crate::ops::{Reply, WriteOp};
+use crate::replica;
 use crate::rows::TransitionResult;
 use crate::users;
 use dialproof_engine::time::UnixMillis;
@@ -70,6 +71,10 @@ impl OpRunner<'_> {
             WriteOp::InsertRejection(rejection) => {
                 let result = self.guarded(|c| insert_rejection(c, &rejection));
                 (HeldReply::Unanswered("insert_rejection", result), None)
+            }
+            WriteOp::Heartbeat { at, reply } => {
+                let result = self.guarded(|c| replica::write_heartbeat(c, at));
+                (HeldReply::Unit(reply, result), None)
             }
             WriteOp::TouchKey { key_id, at } => {
                 let latest = touches.entry(key_id).or_insert(at);

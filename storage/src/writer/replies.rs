@@ -46,7 +46,8 @@ impl HeldReply {
         match op {
             WriteOp::InsertVerification { reply, .. }
             | WriteOp::RecordAttempt { reply, .. }
-            | WriteOp::InsertSession { reply, .. } => HeldReply::Unit(reply, Err(e.clone())),
+            | WriteOp::InsertSession { reply, .. }
+            | WriteOp::Heartbeat { reply, .. } => HeldReply::Unit(reply, Err(e.clone())),
             WriteOp::Transition { reply, .. } | WriteOp::TransitionByNumber { reply, .. } => {
                 HeldReply::Transition(reply, Err(e.clone()))
             }
