@@ -47,6 +47,7 @@ fn to_u32(value: usize) -> u32 {
 }
 
 impl TableBuilder {
+    /// An empty table on `lines`; numbers refer to a line by its index.
     pub fn new(lines: Vec<LineSpec>) -> TableBuilder {
         TableBuilder::with_numbers_max(lines, NUMBERS_COUNT_MAX)
     }

@@ -5,15 +5,15 @@
 //! given to [`LeaseTable::new`], or its place in the order of
 //! [`TableBuilder::push`]). Numbers are kept packed, 8 bytes each (see
 //! `numbers.rs`; a number costs the table 48 bytes in all). Numbers are
-//! grouped into sub-pools keyed by (pool, dedicated company or shared). A sub-pool is two bitmaps of atomic
-//! 64-bit words: `leased`, and `issuable` (number active AND line active AND
-//! line registered now). A number can be leased when it is issuable and not
-//! leased; leasing claims its bit with a CAS on the `leased` word. No lock is
-//! taken, so a worker never waits, or parks, behind another one preempted in
-//! the middle of a lease, and a line losing registration withholds all its
-//! numbers with a few word RMWs. It is not about raw speed: uncontended, a
-//! lease + release pair costs about what it costs under a mutex (see
-//! `benches/lease_table.rs`).
+//! grouped into sub-pools keyed by (pool, dedicated company or shared). A
+//! sub-pool is two bitmaps of atomic 64-bit words: `leased`, and `issuable`
+//! (number active AND line active AND line registered now). A number can be
+//! leased when it is issuable and not leased; leasing claims its bit with a
+//! CAS on the `leased` word. No lock is taken, so a worker never waits, or
+//! parks, behind another one preempted in the middle of a lease, and a line
+//! losing registration withholds all its numbers with a few word RMWs. It is
+//! not about raw speed: uncontended, a lease + release pair costs about what
+//! it costs under a mutex (see `benches/lease_table.rs`).
 //!
 //! - Rotation: each sub-pool searches from a cyclic next-fit cursor (like
 //!   Linux `idr_alloc_cyclic`), so a just-released number is issued again
@@ -127,9 +127,9 @@ pub struct NumberSpec {
 }
 
 /// A number's position in the table: its index in the `numbers` vector the
-/// table was built from (the order of [`TableBuilder::push`]). Only meaningful for that table; a rebuilt table may
-/// number differently, so carry leases over by number (see
-/// [`LeaseTable::leases`]).
+/// table was built from (the order of [`TableBuilder::push`]). Only
+/// meaningful for that table; a rebuilt table may number differently, so
+/// carry leases over by number (see [`LeaseTable::leases`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Slot(pub u32);
 
@@ -191,7 +191,7 @@ impl fmt::Display for RestoreError {
 
 impl std::error::Error for RestoreError {}
 
-/// Where a slot sits; its number is in [`LeaseTable::numbers`] at the same
+/// Where a slot sits; its number is in the table's `numbers` at the same
 /// index. 12 bytes: with the number (8), the state word (8) and the
 /// sub-pool's bit-to-slot entry (4), a slot costs 32 bytes plus its index
 /// entry (see `numbers.rs`).
