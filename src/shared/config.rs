@@ -360,7 +360,7 @@ impl Config {
         for line in &self.lines {
             validate_line(line)?;
         }
-        self.numbers().map(|_| ())
+        self.each_number(|_| ())
     }
 
     pub fn resolve(&self, p: &Path) -> PathBuf {
@@ -382,6 +382,14 @@ impl Config {
     /// Every configured number, ranges expanded, checked for E.164 shape.
     pub fn numbers(&self) -> Result<Vec<ConfiguredNumber>> {
         let mut out = Vec::new();
+        self.each_number(|number| out.push(number))?;
+        Ok(out)
+    }
+
+    /// [`Config::numbers`] one at a time, in the same order, without
+    /// holding them all: a million-number range then never has a million
+    /// strings alive at once (see `dialproof_engine::lease::TableBuilder`).
+    pub fn each_number(&self, mut f: impl FnMut(ConfiguredNumber)) -> Result<()> {
         for (line_idx, line) in self.lines.iter().enumerate() {
             let line_id = u32::try_from(line_idx).context("too many lines")?;
             for entry in &line.numbers {
@@ -392,7 +400,7 @@ impl Config {
                     )
                 })?;
                 let mut push = |number: String| {
-                    out.push(ConfiguredNumber {
+                    f(ConfiguredNumber {
                         number,
                         pool,
                         line: line_id,
@@ -403,9 +411,7 @@ impl Config {
                 match (&entry.number, &entry.range_start, entry.count) {
                     (Some(n), None, None) => push(check_e164(n, &line.name)?),
                     (None, Some(start), Some(count)) => {
-                        for n in expand_range(start, count, &line.name)? {
-                            push(n);
-                        }
+                        expand_range(start, count, &line.name, &mut push)?
                     }
                     _ => bail!(
                         "line {:?}: each numbers entry has either `number` or \
@@ -415,7 +421,7 @@ impl Config {
                 }
             }
         }
-        Ok(out)
+        Ok(())
     }
 }
 
@@ -427,7 +433,9 @@ fn check_e164(n: &str, line: &str) -> Result<String> {
     Ok(n.to_owned())
 }
 
-fn expand_range(start: &str, count: u64, line: &str) -> Result<Vec<String>> {
+/// Calls `push` with each number of the range, after checking the whole
+/// range (nothing is pushed from a range that overflows its width).
+fn expand_range(start: &str, count: u64, line: &str, mut push: impl FnMut(String)) -> Result<()> {
     let start = check_e164(start, line)?;
     if count == 0 || count > RANGE_COUNT_MAX {
         bail!("line {line:?}: count must be 1..={RANGE_COUNT_MAX}, got {count}");
@@ -435,16 +443,14 @@ fn expand_range(start: &str, count: u64, line: &str) -> Result<Vec<String>> {
     let digits = &start[1..];
     let first: u64 = digits.parse().context("range_start digits")?;
     let width = digits.len();
-    (0..count)
-        .map(|i| {
-            let n = first + i;
-            let s = format!("+{n:0width$}");
-            if s.len() != width + 1 {
-                bail!("line {line:?}: range starting at {start} overflows {width} digits");
-            }
-            Ok(s)
-        })
-        .collect()
+    // The last number is the longest: if it keeps the width, all do.
+    if format!("{}", first + (count - 1)).len() > width {
+        bail!("line {line:?}: range starting at {start} overflows {width} digits");
+    }
+    for i in 0..count {
+        push(format!("+{:0width$}", first + i));
+    }
+    Ok(())
 }
 
 /// The final responses a line may reject calls with: 603 Decline (the
@@ -522,15 +528,21 @@ mod tests {
         assert_eq!(numbers[10].pool, Pool::International);
     }
 
+    fn expanded(start: &str, count: u64) -> Result<Vec<String>> {
+        let mut out = Vec::new();
+        expand_range(start, count, "l", |n| out.push(n)).map(|()| out)
+    }
+
     #[test]
     fn ranges_keep_width_and_refuse_overflow() {
         assert_eq!(
-            expand_range("+70000000098", 3, "l").unwrap(),
+            expanded("+70000000098", 3).unwrap(),
             vec!["+70000000098", "+70000000099", "+70000000100"]
         );
-        assert!(expand_range("+99999999", 2, "l").is_err());
-        assert!(expand_range("+7000", 2, "l").is_err());
-        assert!(expand_range("+70000000000", 0, "l").is_err());
+        assert!(expanded("+99999999", 2).is_err());
+        assert!(expanded("+99999998", 2).is_ok());
+        assert!(expanded("+7000", 2).is_err());
+        assert!(expanded("+70000000000", 0).is_err());
     }
 
     #[test]

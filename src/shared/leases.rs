@@ -11,7 +11,7 @@
 
 use crate::shared::config::{Config, ConfiguredNumber, LineMode};
 use anyhow::{Context, Result};
-use dialproof_engine::lease::{Lease, LeaseTable, LineSpec, NumberSpec};
+use dialproof_engine::lease::{Lease, LeaseTable, LineSpec, NumberSpec, TableBuilder};
 use dialproof_engine::pool::Pool;
 use dialproof_engine::CompanyId;
 use parking_lot::RwLock;
@@ -47,18 +47,21 @@ pub fn build_table(
         .collect();
     let dedicated: HashMap<&str, CompanyId> =
         dedicated.iter().map(|(n, c)| (n.as_str(), *c)).collect();
-    let numbers = config
-        .numbers()?
-        .into_iter()
-        .map(|n: ConfiguredNumber| NumberSpec {
+    // One number at a time: the table packs each and frees its string
+    // before the next is made (resident memory per number, issue 12).
+    let mut builder = TableBuilder::new(lines);
+    config.each_number(|n: ConfiguredNumber| {
+        builder.push(NumberSpec {
             dedicated_to: dedicated.get(n.number.as_str()).copied().or(n.dedicated_to),
             number: n.number,
             pool: n.pool,
             line: n.line,
             active: n.active,
         })
-        .collect();
-    LeaseTable::new(lines, numbers).map_err(|e| anyhow::anyhow!("lease table: {e:?}"))
+    })?;
+    builder
+        .build()
+        .map_err(|e| anyhow::anyhow!("lease table: {e:?}"))
 }
 
 impl Leases {
@@ -72,7 +75,7 @@ impl Leases {
         let table = self.table.read();
         table
             .lease(pool, company)
-            .map(|l| (table.number(l.slot).to_owned(), l.generation))
+            .map(|l| (table.number(l.slot), l.generation))
     }
 
     /// Releases `number` if it is still leased with `generation`.
@@ -120,7 +123,7 @@ impl Leases {
 
 /// Used by reload paths that need the config's line count checked.
 pub fn check_reload(old: &Config, new: &Config) -> Result<()> {
-    new.numbers().context("new configuration")?;
+    new.each_number(|_| ()).context("new configuration")?;
     if old.storage.data_dir != new.storage.data_dir {
         anyhow::bail!("storage.data_dir cannot change on reload; restart instead");
     }

@@ -72,6 +72,13 @@ impl SubPool {
         self.slots.len()
     }
 
+    /// Bytes of the three arrays (bit-to-slot and both bitmaps).
+    #[cfg(test)]
+    pub(super) fn heap_bytes(&self) -> usize {
+        use std::mem::size_of_val;
+        size_of_val(&*self.slots) + size_of_val(&*self.leased) + size_of_val(&*self.issuable)
+    }
+
     #[inline]
     pub(super) fn slot(&self, bit: usize) -> Slot {
         self.slots[bit]

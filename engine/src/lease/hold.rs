@@ -119,7 +119,7 @@ mod tests {
         let standby = table(64, 0);
         for l in &committed {
             standby
-                .restore(primary.number(l.slot), l.generation)
+                .restore(&primary.number(l.slot), l.generation)
                 .expect("restore");
         }
         let after = standby.slot_of(&newest);

@@ -2,16 +2,18 @@
 //! that number may be given out again.
 //!
 //! Every configured number has a [`Slot`] (its index in the `numbers` vector
-//! given to [`LeaseTable::new`]). Numbers are grouped into sub-pools keyed by
-//! (pool, dedicated company or shared). A sub-pool is two bitmaps of atomic
-//! 64-bit words: `leased`, and `issuable` (number active AND line active AND
-//! line registered now). A number can be leased when it is issuable and not
-//! leased; leasing claims its bit with a CAS on the `leased` word. No lock is
-//! taken, so a worker never waits, or parks, behind another one preempted in
-//! the middle of a lease, and a line losing registration withholds all its
-//! numbers with a few word RMWs. It is not about raw speed: uncontended, a
-//! lease + release pair costs about what it costs under a mutex (see
-//! `benches/lease_table.rs`).
+//! given to [`LeaseTable::new`], or its place in the order of
+//! [`TableBuilder::push`]). Numbers are kept packed, 8 bytes each (see
+//! `numbers.rs`; a number costs the table 48 bytes in all). Numbers are
+//! grouped into sub-pools keyed by (pool, dedicated company or shared). A
+//! sub-pool is two bitmaps of atomic 64-bit words: `leased`, and `issuable`
+//! (number active AND line active AND line registered now). A number can be
+//! leased when it is issuable and not leased; leasing claims its bit with a
+//! CAS on the `leased` word. No lock is taken, so a worker never waits, or
+//! parks, behind another one preempted in the middle of a lease, and a line
+//! losing registration withholds all its numbers with a few word RMWs. It is
+//! not about raw speed: uncontended, a lease + release pair costs about what
+//! it costs under a mutex (see `benches/lease_table.rs`).
 //!
 //! - Rotation: each sub-pool searches from a cyclic next-fit cursor (like
 //!   Linux `idr_alloc_cyclic`), so a just-released number is issued again
@@ -34,9 +36,12 @@
 //! [`LeaseTable::leases`] over into it.
 
 mod bitmap;
+mod build;
 mod hold;
+mod numbers;
 mod stats;
 
+pub use build::TableBuilder;
 pub use stats::{LineStats, PoolStats};
 #[cfg(all(test, not(loom)))]
 mod tests;
@@ -48,8 +53,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use crate::pool::Pool;
 use crate::CompanyId;
-use bitmap::{word_and_mask, SubPool, WORD_SIZE_BITS};
-use std::collections::{BTreeMap, HashMap};
+use bitmap::{SubPool, WORD_SIZE_BITS};
+use numbers::NumberIndex;
 use std::fmt;
 
 /// Index of a SIP line in the configuration order.
@@ -113,7 +118,7 @@ pub struct LineSpec {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NumberSpec {
-    /// E.164, unique across the table.
+    /// E.164: `+` and 1 to 15 digits, unique across the table.
     pub number: String,
     pub pool: Pool,
     pub line: LineId,
@@ -123,9 +128,9 @@ pub struct NumberSpec {
 }
 
 /// A number's position in the table: its index in the `numbers` vector the
-/// table was built from. Only meaningful for that table; a rebuilt table may
-/// number differently, so carry leases over by number (see
-/// [`LeaseTable::leases`]).
+/// table was built from (the order of [`TableBuilder::push`]). Only
+/// meaningful for that table; a rebuilt table may number differently, so
+/// carry leases over by number (see [`LeaseTable::leases`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Slot(pub u32);
 
@@ -146,6 +151,8 @@ pub enum TableError {
     },
     /// The number count given; the limit is [`NUMBERS_COUNT_MAX`].
     TooManyNumbers(usize),
+    /// Not `+` and 1 to 15 digits.
+    NotE164(String),
 }
 
 impl fmt::Display for TableError {
@@ -159,6 +166,9 @@ impl fmt::Display for TableError {
                 f,
                 "{count} numbers configured, at most {NUMBERS_COUNT_MAX} are supported"
             ),
+            TableError::NotE164(number) => {
+                write!(f, "number {number:?} is not E.164 (+ and 1 to 15 digits)")
+            }
         }
     }
 }
@@ -182,8 +192,11 @@ impl fmt::Display for RestoreError {
 
 impl std::error::Error for RestoreError {}
 
+/// Where a slot sits; its number is in the table's `numbers` at the same
+/// index. 12 bytes: with the number (8), the state word (8) and the
+/// sub-pool's bit-to-slot entry (4), a slot costs 32 bytes plus its index
+/// entry (see `numbers.rs`).
 struct SlotInfo {
-    number: Box<str>,
     line: LineId,
     sub_pool: u32,
     bit: u32,
@@ -201,6 +214,8 @@ struct LineState {
 
 pub struct LeaseTable {
     slots: Box<[SlotInfo]>,
+    /// Each slot's number, and the lookup from number to slot.
+    numbers: NumberIndex,
     /// Per slot, see [`STATE_LIVE_BIT`]. Kept apart from `slots` so the
     /// written words are dense and the read-only info is not invalidated.
     states: Box<[AtomicU64]>,
@@ -213,141 +228,19 @@ pub struct LeaseTable {
     /// OR of [`dedicated_filter_bit`] over `dedicated`: a clear bit proves a
     /// company has no dedicated numbers without searching.
     dedicated_filter: u64,
-    slot_by_number: HashMap<Box<str>, Slot>,
     lines: Box<[LineState]>,
 }
 
 impl LeaseTable {
+    /// A table of `numbers` (slot `i` is `numbers[i]`) on `lines`. For a
+    /// million numbers prefer [`TableBuilder`], which never holds all their
+    /// strings at once.
     pub fn new(lines: Vec<LineSpec>, numbers: Vec<NumberSpec>) -> Result<Self, TableError> {
-        Self::with_numbers_max(lines, numbers, NUMBERS_COUNT_MAX)
-    }
-
-    /// [`LeaseTable::new`] with a lower limit, so tests need not build a
-    /// million numbers to hit it.
-    fn with_numbers_max(
-        lines: Vec<LineSpec>,
-        numbers: Vec<NumberSpec>,
-        numbers_max: usize,
-    ) -> Result<Self, TableError> {
-        let numbers_max = numbers_max.min(NUMBERS_COUNT_MAX);
-        if numbers.len() > numbers_max {
-            return Err(TableError::TooManyNumbers(numbers.len()));
+        let mut builder = TableBuilder::new(lines);
+        for spec in numbers {
+            builder.push(spec);
         }
-        let to_u32 = |value: usize| -> u32 {
-            // Slots, bits and sub-pool indexes are below NUMBERS_COUNT_MAX + 2
-            // (checked just above), far below u32::MAX.
-            u32::try_from(value).expect("bounded by NUMBERS_COUNT_MAX")
-        };
-
-        let mut slot_by_number: HashMap<Box<str>, Slot> = HashMap::with_capacity(numbers.len());
-        // Both shared sub-pools always exist (possibly empty) so they sit at
-        // `Pool::index()` and stats always list both pools.
-        let mut members: BTreeMap<(Pool, Option<CompanyId>), Vec<Slot>> = Pool::ALL
-            .iter()
-            .map(|pool| ((*pool, None), Vec::new()))
-            .collect();
-        for (index, spec) in numbers.iter().enumerate() {
-            let slot = Slot(to_u32(index));
-            if lines.get(spec.line as usize).is_none() {
-                return Err(TableError::UnknownLine {
-                    number: spec.number.clone(),
-                    line: spec.line,
-                });
-            }
-            if slot_by_number
-                .insert(spec.number.as_str().into(), slot)
-                .is_some()
-            {
-                return Err(TableError::DuplicateNumber(spec.number.clone()));
-            }
-            members
-                .entry((spec.pool, spec.dedicated_to))
-                .or_default()
-                .push(slot);
-        }
-
-        let issuable_initially = |spec: &NumberSpec| -> bool {
-            let line = &lines[spec.line as usize]; // Checked in the loop above.
-            spec.active && line.active && line.up
-        };
-        let mut order: Vec<(Pool, Option<CompanyId>)> =
-            Pool::ALL.iter().map(|pool| (*pool, None)).collect();
-        order.extend(members.keys().filter(|(_, company)| company.is_some()));
-
-        let mut placement = vec![(0u32, 0u32); numbers.len()];
-        let mut sub_pools = Vec::with_capacity(order.len());
-        let mut dedicated: BTreeMap<CompanyId, [u32; 2]> = BTreeMap::new();
-        for (sub_index, key) in order.iter().enumerate() {
-            let slots = members.remove(key).unwrap_or_default();
-            let issuable: Vec<bool> = slots
-                .iter()
-                .map(|slot| issuable_initially(&numbers[slot.0 as usize]))
-                .collect();
-            for (bit, slot) in slots.iter().enumerate() {
-                placement[slot.0 as usize] = (to_u32(sub_index), to_u32(bit));
-            }
-            if let (pool, Some(company)) = *key {
-                dedicated.entry(company).or_insert([SUB_POOL_NONE; 2])[pool.index()] =
-                    to_u32(sub_index);
-            }
-            sub_pools.push(SubPool::new(key.0, key.1, slots, &issuable));
-        }
-
-        // Per line, the issuable words its active numbers occupy, merged so
-        // `set_line_up` does one RMW per word.
-        let mut line_words: Vec<BTreeMap<(u32, u32), u64>> = vec![BTreeMap::new(); lines.len()];
-        for (spec, &(sub_pool, bit)) in numbers.iter().zip(&placement) {
-            if spec.active && lines[spec.line as usize].active {
-                let (word, mask) = word_and_mask(bit as usize);
-                *line_words[spec.line as usize]
-                    .entry((sub_pool, to_u32(word)))
-                    .or_insert(0) |= mask;
-            }
-        }
-        let mut line_numbers = vec![0usize; lines.len()];
-        for spec in &numbers {
-            line_numbers[spec.line as usize] += 1;
-        }
-        let lines = lines
-            .iter()
-            .zip(line_words)
-            .zip(line_numbers)
-            .map(|((spec, words), numbers)| LineState {
-                up: AtomicBool::new(spec.up),
-                numbers,
-                issuable_words: words
-                    .into_iter()
-                    .map(|((sub_pool, word), mask)| (sub_pool, word, mask))
-                    .collect(),
-            })
-            .collect();
-
-        let slots = numbers
-            .into_iter()
-            .zip(placement)
-            .map(|(spec, (sub_pool, bit))| SlotInfo {
-                number: spec.number.into_boxed_str(),
-                line: spec.line,
-                sub_pool,
-                bit,
-            })
-            .collect::<Vec<_>>();
-        let states = slots
-            .iter()
-            .map(|_| AtomicU64::new(STATE_INITIAL))
-            .collect();
-
-        Ok(LeaseTable {
-            slots: slots.into_boxed_slice(),
-            states,
-            sub_pools: sub_pools.into_boxed_slice(),
-            dedicated_filter: dedicated
-                .keys()
-                .fold(0, |filter, company| filter | dedicated_filter_bit(*company)),
-            dedicated: dedicated.into_iter().collect(),
-            slot_by_number,
-            lines,
-        })
+        builder.build()
     }
 
     /// Leases a number of `pool` for `company`: from the company's dedicated
@@ -440,15 +333,18 @@ impl LeaseTable {
         Ok(Lease { slot, generation })
     }
 
+    /// The slot of `number`; `None` if the table does not hold it. A binary
+    /// search over the sorted numbers (see `numbers.rs` for why not a hash).
     pub fn slot_of(&self, number: &str) -> Option<Slot> {
-        self.slot_by_number.get(number).copied()
+        self.numbers.slot_of(number)
     }
 
-    /// The number of `slot`; empty for a slot not of this table.
-    pub fn number(&self, slot: Slot) -> &str {
-        self.slots
-            .get(slot.0 as usize)
-            .map_or("", |info| &info.number)
+    /// The number of `slot` (`+` and digits); empty for a slot not of this
+    /// table. Rendered from its packed form on each call.
+    pub fn number(&self, slot: Slot) -> String {
+        self.numbers
+            .get(slot)
+            .map_or_else(String::new, |number| number.to_string())
     }
 
     /// The line of `slot`; `LineId::MAX` for a slot not of this table.
@@ -498,17 +394,38 @@ impl LeaseTable {
             .map(|state| state.up.load(Ordering::SeqCst))
     }
 
+    /// Bytes of the table's arrays, from their lengths: what a table of this
+    /// size keeps resident (allocator rounding aside).
+    #[cfg(test)]
+    fn heap_bytes(&self) -> usize {
+        use std::mem::size_of_val;
+        let lines: usize = self
+            .lines
+            .iter()
+            .map(|line| size_of_val(&*line.issuable_words))
+            .sum();
+        let sub_pools: usize = self.sub_pools.iter().map(SubPool::heap_bytes).sum();
+        size_of_val(&*self.slots)
+            + self.numbers.heap_bytes()
+            + size_of_val(&*self.states)
+            + size_of_val(&*self.sub_pools)
+            + sub_pools
+            + size_of_val(&*self.dedicated)
+            + size_of_val(&*self.lines)
+            + lines
+    }
+
     /// Every live lease as (number, generation), in slot order: what a
     /// rebuilt table needs to [`LeaseTable::restore`]. Read slot by slot;
     /// take it while no lease or release runs on this table if it must be
     /// complete.
     pub fn leases(&self) -> Vec<(String, u32)> {
-        self.slots
+        self.numbers
             .iter()
             .zip(self.states.iter())
-            .filter_map(|(info, state)| {
+            .filter_map(|(number, state)| {
                 let state = state.load(Ordering::Acquire);
-                state_is_live(state).then(|| (info.number.to_string(), state_generation(state)))
+                state_is_live(state).then(|| (number.to_string(), state_generation(state)))
             })
             .collect()
     }
@@ -517,7 +434,7 @@ impl LeaseTable {
 impl fmt::Debug for LeaseTable {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LeaseTable")
-            .field("numbers", &self.slots.len())
+            .field("numbers", &self.numbers.len())
             .field("lines", &self.lines.len())
             .field("stats", &self.stats())
             .finish()

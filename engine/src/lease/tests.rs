@@ -412,6 +412,17 @@ fn stats_count_each_sub_pool() {
     assert_eq!(empty.lease(Pool::Domestic, 1), None);
 }
 
+fn table_with_numbers_max(
+    numbers: Vec<NumberSpec>,
+    numbers_max: usize,
+) -> Result<LeaseTable, TableError> {
+    let mut builder = TableBuilder::with_numbers_max(vec![LINE_UP], numbers_max);
+    for spec in numbers {
+        builder.push(spec);
+    }
+    builder.build()
+}
+
 #[test]
 fn new_rejects_duplicates_unknown_lines_and_too_many_numbers() {
     let duplicate = vec![spec(Pool::Domestic, 0, 0), spec(Pool::Domestic, 0, 0)];
@@ -429,10 +440,10 @@ fn new_rejects_duplicates_unknown_lines_and_too_many_numbers() {
     );
     let three: Vec<NumberSpec> = (0..3).map(|i| spec(Pool::Domestic, i, 0)).collect();
     assert_eq!(
-        LeaseTable::with_numbers_max(vec![LINE_UP], three.clone(), 2).err(),
+        table_with_numbers_max(three.clone(), 2).err(),
         Some(TableError::TooManyNumbers(3))
     );
-    assert!(LeaseTable::with_numbers_max(vec![LINE_UP], three, 3).is_ok());
+    assert!(table_with_numbers_max(three, 3).is_ok());
 }
 
 #[test]
@@ -599,4 +610,77 @@ fn line_stats_count_each_lines_numbers_across_pools() {
     assert!(table.release(a));
     assert_eq!(stats(0).leased, 0);
     assert_eq!(stats(1).line, 1);
+}
+
+/// The per-number cost of the table, pinned: a configured number may cost
+/// at most 64 B of the whole process's resident memory (issue 12), and the
+/// table is nearly all of it. 48 B of arrays per number: its place (12),
+/// its packed number (8), its index entry (16), its state word (8), its
+/// sub-pool's bit-to-slot entry (4); plus two bitmap bits.
+#[test]
+fn a_configured_number_costs_48_bytes_of_table_arrays() {
+    use std::mem::size_of;
+    assert_eq!(size_of::<SlotInfo>(), 12);
+    assert_eq!(size_of::<numbers::PackedNumber>(), 8);
+    assert_eq!(size_of::<(numbers::PackedNumber, Slot)>(), 16);
+    assert_eq!(size_of::<AtomicU64>(), 8);
+    assert_eq!(size_of::<Slot>(), 4);
+
+    // Two lines, both pools, two dedicated companies: every kind of array.
+    let count = 64 * 1000;
+    let numbers: Vec<NumberSpec> = (0..count)
+        .map(|i| match i % 4 {
+            0 => spec(Pool::International, i, 1),
+            1 if i % 100 == 1 => dedicated(Pool::Domestic, i, 7),
+            2 if i % 100 == 2 => dedicated(Pool::International, i, 9),
+            _ => spec(Pool::Domestic, i, 0),
+        })
+        .collect();
+    let table = LeaseTable::new(vec![LINE_UP, LINE_UP], numbers).expect("valid");
+    let per_number = table.heap_bytes() as f64 / count as f64;
+    assert!(
+        (48.0..49.0).contains(&per_number),
+        "{per_number} B of table arrays per number"
+    );
+}
+
+#[test]
+fn every_number_of_a_large_table_is_found_and_rendered_back() {
+    let count = 20_000;
+    let numbers: Vec<NumberSpec> = (0..count)
+        .map(|i| spec([Pool::Domestic, Pool::International][i % 2], i, 0))
+        .collect();
+    let texts: Vec<String> = numbers.iter().map(|n| n.number.clone()).collect();
+    let table = LeaseTable::new(vec![LINE_UP], numbers).expect("valid");
+    for (index, text) in texts.iter().enumerate() {
+        let slot = Slot(index as u32);
+        assert_eq!(table.slot_of(text), Some(slot), "{text}");
+        assert_eq!(table.number(slot), *text);
+    }
+    // Near misses are not found: one digit more or less, no '+', spaces.
+    for text in [
+        "+7900000000",
+        "+790000000000",
+        "79000000000",
+        "+7900 0000000",
+    ] {
+        assert_eq!(table.slot_of(text), None, "{text}");
+    }
+}
+
+#[test]
+fn new_rejects_a_number_that_is_not_plus_and_digits() {
+    for text in ["74950000001", "+7495000000x", "+1234567890123456", "+"] {
+        let bad = vec![
+            spec(Pool::Domestic, 0, 0),
+            NumberSpec {
+                number: text.to_owned(),
+                ..spec(Pool::Domestic, 1, 0)
+            },
+        ];
+        assert_eq!(
+            LeaseTable::new(vec![LINE_UP], bad).err(),
+            Some(TableError::NotE164(text.to_owned()))
+        );
+    }
 }
