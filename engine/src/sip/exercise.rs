@@ -20,8 +20,19 @@ use std::net::SocketAddr;
 /// registration client and runs their timers. Must never panic.
 pub fn exercise(bytes: &[u8]) {
     let src = SocketAddr::from(([192, 0, 2, 7], 5060));
-    let mut endpoint = Endpoint::new(1);
     let now = Instant(1_000);
+    through_endpoints(bytes, src, now);
+    let Ok(msg) = Message::parse(bytes) else {
+        return;
+    };
+    read_fields(&msg, src);
+    through_registration(&msg, src, now);
+}
+
+/// The bytes through a server endpoint (stateful and stateless answers,
+/// a retransmission, the timers).
+fn through_endpoints(bytes: &[u8], src: SocketAddr, now: Instant) {
+    let mut endpoint = Endpoint::new(1);
     if let Ok(Event::Invite { id, .. }) = endpoint.handle_datagram(now, src, bytes) {
         endpoint.trying(id);
         endpoint.respond(now, id, 603);
@@ -37,10 +48,11 @@ pub fn exercise(bytes: &[u8]) {
     let _ = endpoint.poll_timeout();
     endpoint.handle_timeout(Instant(100_000));
     while endpoint.poll_transmit().is_some() {}
+}
 
-    let Ok(msg) = Message::parse(bytes) else {
-        return;
-    };
+/// Every field the service reads from a parsed message, in every region
+/// and with every way of reading the dialled number.
+fn read_fields(msg: &Message, src: SocketAddr) {
     let regions = [
         Region::parse("RU"),
         Region::parse("GB"),
@@ -60,10 +72,10 @@ pub fn exercise(bytes: &[u8]) {
                 contact_user: "dp-000000000000",
                 aor_user: Some("74950000001"),
             };
-            let _ = route_invite(&msg, &[line], |n| n.ends_with('1').then_some(0u8));
+            let _ = route_invite(msg, &[line], |n| n.ends_with('1').then_some(0u8));
         }
-        let _ = caller(&msg, region, true);
-        let _ = caller(&msg, region, false);
+        let _ = caller(msg, region, true);
+        let _ = caller(msg, region, false);
         for h in &msg.headers {
             let _ = to_e164(&h.value, region);
         }
@@ -78,6 +90,10 @@ pub fn exercise(bytes: &[u8]) {
         let _ = via.stamped(src);
         let _ = via.response_target(src);
     }
+}
+
+/// The message as a registrar's answer to a registration client.
+fn through_registration(msg: &Message, src: SocketAddr, now: Instant) {
     let mut reg = Registration::new(
         RegistrationConfig {
             registrar: src,
@@ -92,7 +108,7 @@ pub fn exercise(bytes: &[u8]) {
         1,
     );
     reg.start(now);
-    let _ = reg.handle_response(now, &msg);
+    let _ = reg.handle_response(now, msg);
     let _ = reg.handle_timeout(Instant(50_000));
     while reg.poll_transmit().is_some() {}
 }

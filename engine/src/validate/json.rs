@@ -491,51 +491,52 @@ impl<'a> Scanner<'a> {
                     let Some(&esc) = b.get(i + 1) else {
                         return Err(self.error(begin, "Unterminated string starting at"));
                     };
-                    if esc == b'u' {
-                        let u_pos = i + 1;
-                        let unit = self.hex4(u_pos)?;
-                        i = u_pos + 5;
-                        match unit {
-                            0xd800..=0xdbff => {
-                                flush_lone(out, &mut pending_high);
-                                pending_high = Some(unit);
-                            }
-                            0xdc00..=0xdfff => match pending_high.take() {
-                                Some(high) => {
-                                    let code = 0x10000
-                                        + ((u32::from(high) - 0xd800) << 10)
-                                        + (u32::from(unit) - 0xdc00);
-                                    out.text.push(char::from_u32(code).unwrap_or('\u{fffd}'));
-                                }
-                                None => push_lone(out, unit),
-                            },
-                            _ => {
-                                flush_lone(out, &mut pending_high);
-                                out.text
-                                    .push(char::from_u32(u32::from(unit)).unwrap_or('\u{fffd}'));
-                            }
-                        }
+                    i = if esc == b'u' {
+                        self.unicode_escape(i + 1, out, &mut pending_high)?
                     } else {
-                        let decoded = match esc {
-                            b'"' => '"',
-                            b'\\' => '\\',
-                            b'/' => '/',
-                            b'b' => '\u{8}',
-                            b'f' => '\u{c}',
-                            b'n' => '\n',
-                            b'r' => '\r',
-                            b't' => '\t',
-                            _ => return Err(self.error(i, "Invalid \\escape")),
-                        };
+                        let decoded =
+                            simple_escape(esc).ok_or_else(|| self.error(i, "Invalid \\escape"))?;
                         flush_lone(out, &mut pending_high);
                         out.text.push(decoded);
-                        i += 2;
-                    }
+                        i + 2
+                    };
                     run_start = i;
                 }
                 _ => return Err(self.error(i, "Invalid control character at")),
             }
         }
+    }
+
+    /// A `\uXXXX` escape whose `u` is at `u_pos`: surrogate halves are
+    /// paired when they come in order, and kept lone (as Python does)
+    /// otherwise. Returns the position after the escape.
+    fn unicode_escape(
+        &self,
+        u_pos: usize,
+        out: &mut JsonStr,
+        pending_high: &mut Option<u16>,
+    ) -> Result<usize, String> {
+        let unit = self.hex4(u_pos)?;
+        match unit {
+            0xd800..=0xdbff => {
+                flush_lone(out, pending_high);
+                *pending_high = Some(unit);
+            }
+            0xdc00..=0xdfff => match pending_high.take() {
+                Some(high) => {
+                    let code =
+                        0x10000 + ((u32::from(high) - 0xd800) << 10) + (u32::from(unit) - 0xdc00);
+                    out.text.push(char::from_u32(code).unwrap_or('\u{fffd}'));
+                }
+                None => push_lone(out, unit),
+            },
+            _ => {
+                flush_lone(out, pending_high);
+                out.text
+                    .push(char::from_u32(u32::from(unit)).unwrap_or('\u{fffd}'));
+            }
+        }
+        Ok(u_pos + 5)
     }
 
     /// The four hex digits after the `u` at `u_pos`. Like CPython, it also
@@ -559,6 +560,21 @@ impl<'a> Scanner<'a> {
 fn push_lone(out: &mut JsonStr, unit: u16) {
     out.text.push('\u{fffd}');
     out.first_lone_surrogate.get_or_insert(unit);
+}
+
+/// The character a one-letter JSON escape stands for.
+fn simple_escape(esc: u8) -> Option<char> {
+    Some(match esc {
+        b'"' => '"',
+        b'\\' => '\\',
+        b'/' => '/',
+        b'b' => '\u{8}',
+        b'f' => '\u{c}',
+        b'n' => '\n',
+        b'r' => '\r',
+        b't' => '\t',
+        _ => return None,
+    })
 }
 
 fn flush_lone(out: &mut JsonStr, pending_high: &mut Option<u16>) {

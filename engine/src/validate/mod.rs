@@ -184,33 +184,37 @@ pub enum CreateError {
     },
 }
 
+/// The wanted members of a create body, in [`FIELDS`] order: an empty
+/// body is `{}` (DRF parses nothing), a body that is not JSON or not an
+/// object is the error DRF gives for it.
+fn create_members(body: &[u8]) -> Result<Vec<Option<Value>>, CreateError> {
+    if body.is_empty() {
+        return Ok(vec![None; FIELDS.len()]);
+    }
+    match json::parse(body, &FIELDS) {
+        Err(message) => Err(CreateError::Json(format!(
+            "{}{message}",
+            messages::JSON_PARSE_ERROR_PREFIX
+        ))),
+        Ok(Document::NotObject(value)) => {
+            let message = match value {
+                Value::Null => messages::NO_DATA.to_owned(),
+                other => messages::not_a_dictionary(other.python_type_name()),
+            };
+            let mut errors = FieldErrors::default();
+            errors.add(messages::NON_FIELD_ERRORS, message);
+            Err(CreateError::Fields {
+                errors,
+                webhook_url: None,
+            })
+        }
+        Ok(Document::Object(members)) => Ok(members),
+    }
+}
+
 /// Validate a create-request body. See the module doc for every rule.
 pub fn parse_create(body: &[u8]) -> Result<CreateRequest, CreateError> {
-    let members = if body.is_empty() {
-        vec![None; FIELDS.len()]
-    } else {
-        match json::parse(body, &FIELDS) {
-            Err(message) => {
-                return Err(CreateError::Json(format!(
-                    "{}{message}",
-                    messages::JSON_PARSE_ERROR_PREFIX
-                )))
-            }
-            Ok(Document::NotObject(value)) => {
-                let message = match value {
-                    Value::Null => messages::NO_DATA.to_owned(),
-                    other => messages::not_a_dictionary(other.python_type_name()),
-                };
-                let mut errors = FieldErrors::default();
-                errors.add(messages::NON_FIELD_ERRORS, message);
-                return Err(CreateError::Fields {
-                    errors,
-                    webhook_url: None,
-                });
-            }
-            Ok(Document::Object(members)) => members,
-        }
-    };
+    let members = create_members(body)?;
     let field = |i: usize| members.get(i).and_then(Option::as_ref);
     let phone = phone_field(field(0));
     let webhook_url = webhook_url_field(field(1));

@@ -75,23 +75,8 @@ impl Hooks {
 /// JSON with `--json`).
 pub fn run(args: &Args) -> Result<Report> {
     let (mode, mix) = args.validate()?;
-    let trust = match &args.cacert {
-        Some(path) => Trust::CaFile(path),
-        None => Trust::Insecure,
-    };
-    let target = Target::new(
-        &args.target,
-        args.server_name.as_deref(),
-        trust,
-        args.allow_remote,
-    )?;
-    check_loopback(
-        &[args.webhook_listen],
-        "--webhook-listen",
-        args.allow_remote,
-    )?;
-    let listener = TcpListener::bind(args.webhook_listen)
-        .with_context(|| format!("binding the webhook receiver on {}", args.webhook_listen))?;
+    let target = target_of(args)?;
+    let listener = webhook_listener(args)?;
     let base_url = format!("http://{}", listener.local_addr()?);
     let (tokens, secrets) = keys_and_secrets(args, &base_url)?;
     let hooks = Arc::new(Mutex::new(Hooks {
@@ -138,11 +123,42 @@ pub fn run(args: &Args) -> Result<Report> {
         report.webhooks = Some(webhooks_report(&hooks, &CallTotals::none()));
     }
     drop(receiver);
+    write_json(args, &report)?;
+    Ok(report)
+}
+
+/// The HTTPS target, refused unless on loopback (or `--allow-remote`).
+fn target_of(args: &Args) -> Result<Target> {
+    let trust = match &args.cacert {
+        Some(path) => Trust::CaFile(path),
+        None => Trust::Insecure,
+    };
+    Target::new(
+        &args.target,
+        args.server_name.as_deref(),
+        trust,
+        args.allow_remote,
+    )
+}
+
+/// The webhook receiver's socket, on loopback unless `--allow-remote`.
+fn webhook_listener(args: &Args) -> Result<TcpListener> {
+    check_loopback(
+        &[args.webhook_listen],
+        "--webhook-listen",
+        args.allow_remote,
+    )?;
+    TcpListener::bind(args.webhook_listen)
+        .with_context(|| format!("binding the webhook receiver on {}", args.webhook_listen))
+}
+
+/// The report as JSON to `--json`, when asked.
+fn write_json(args: &Args, report: &Report) -> Result<()> {
     if let Some(path) = &args.json {
-        let json = serde_json::to_string_pretty(&report)?;
+        let json = serde_json::to_string_pretty(report)?;
         std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))?;
     }
-    Ok(report)
+    Ok(())
 }
 
 /// The tokens to use and the webhook secrets to verify with: from
