@@ -125,3 +125,59 @@ fn cancel_expires_and_releases_the_number_at_once() {
         n
     );
 }
+
+/// GETs of live verifications are answered from memory (the commit
+/// consumer holds recently created rows): a GET right after a cancel, or
+/// right after an expiry, must show the terminal row, never the pending
+/// one it replaced; another company still gets 404.
+#[test]
+fn a_get_right_after_a_change_shows_the_change() {
+    let (s, clock) = Server::start_virtual(&pools(2, 0));
+    let token = s.new_client("acme");
+    let other = s.new_client("beta");
+    let auth = format!("Bearer {token}");
+    let mut conn = s.connect();
+    for round in 0..40 {
+        // Four requests a round: three virtual seconds keep the key under
+        // its 120 a minute.
+        clock.advance(std::time::Duration::from_secs(3));
+        let v = s.create_ok(&token, &body(RU_PHONE));
+        let id = v["verification_id"].as_str().unwrap();
+        let path = format!("{COLLECTION}{id}/");
+        let g = conn.request("GET", &path, &[("Authorization", &auth)], b"");
+        assert_eq!(g.json(), v, "round {round}: GET after create");
+        assert_404(&s.get(&other, id), "another company's live verification");
+        let c = conn.request(
+            "POST",
+            &format!("{path}cancel/"),
+            &[("Authorization", &auth)],
+            b"",
+        );
+        assert_eq!(c.json()["status"], "expired", "round {round}");
+        let g = conn.request("GET", &path, &[("Authorization", &auth)], b"");
+        assert_eq!(
+            g.json(),
+            c.json(),
+            "round {round}: GET right after the cancel"
+        );
+    }
+    // An expiry: the GET that follows the change shows it.
+    clock.advance(std::time::Duration::from_secs(61));
+    let v = s.create_ok(
+        &token,
+        &serde_json::json!({"phone": RU_PHONE, "webhook_url": WEBHOOK, "ttl_seconds": 30}),
+    );
+    let id = v["verification_id"].as_str().unwrap();
+    assert_eq!(s.get(&token, id).json()["status"], "pending");
+    clock.advance(std::time::Duration::from_secs(31));
+    let expired = poll(std::time::Duration::from_secs(10), || {
+        let g = s.get(&token, id).json();
+        (g["status"] != "pending").then_some(g)
+    })
+    .expect("expired within 10 s of its TTL");
+    assert_eq!(expired["status"], "expired");
+    // Once seen terminal, never pending again.
+    for _ in 0..20 {
+        assert_eq!(s.get(&token, id).json(), expired);
+    }
+}

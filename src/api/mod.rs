@@ -11,6 +11,8 @@ pub mod rate_limiters;
 pub mod sessions;
 pub mod texts;
 mod verifications;
+
+pub use verifications::render;
 pub(crate) mod webhook_guard;
 
 use crate::http::{Request, Response};
@@ -18,6 +20,7 @@ use crate::shared::clock::Clock;
 use crate::shared::leases::Leases;
 use crate::shared::metrics::Metrics;
 use crate::shared::offload::Offload;
+use crate::shared::recent::RecentRows;
 use crate::shared::resolve::Resolver;
 use dialproof_engine::ratelimit::{throttled_detail, Decision};
 use dialproof_engine::time::UnixMillis;
@@ -40,6 +43,9 @@ pub struct Api {
     pub offload: Offload,
     pub clock: Clock,
     pub metrics: Arc<Metrics>,
+    /// Recently created verifications' rendered rows (`read` looks here
+    /// first; `cancel` updates it before answering).
+    pub recent: Arc<RecentRows>,
 }
 
 impl Api {

@@ -19,7 +19,8 @@ use std::time::Duration;
 /// milliseconds; this bounds the wait if the disk stalls.
 const STORAGE_WAIT: Duration = Duration::from_secs(30);
 
-fn render(row: &VerificationRow) -> String {
+/// The spec's Verification object for `row`, as the response body.
+pub fn render(row: &VerificationRow) -> String {
     let completed = row.status == Status::Completed;
     let body = Verification {
         verification_id: row.id.clone(),
@@ -210,6 +211,9 @@ pub fn read(ctx: &Api, key: &KeyRow, id: &str) -> Response {
         return Response::detail(404, texts::NOT_FOUND);
     };
     let company = key.company_id;
+    if let Some(body) = ctx.recent.get(id.as_str(), company) {
+        return Response::json(200, body.as_bytes().to_vec());
+    }
     let row = wait_for(STORAGE_WAIT, |reply| {
         ctx.store
             .read(move |r| r.verification(id.as_str(), company), reply)
@@ -242,7 +246,15 @@ pub fn cancel(ctx: &Api, key: &KeyRow, id: &str, now: UnixMillis) -> Response {
     match result {
         // The release of the number is the commit consumer's.
         Some(Ok(t)) => match t.row {
-            Some(row) => Response::json(200, render(&row)),
+            Some(row) => {
+                let body = render(&row);
+                // Before the answer: the canceller's next GET must not find
+                // the row as it was before the cancel.
+                if row.status != Status::Pending {
+                    ctx.recent.ended(&row.id, row.company_id, body.clone());
+                }
+                Response::json(200, body)
+            }
             None => Response::detail(404, texts::NOT_FOUND),
         },
         other => {

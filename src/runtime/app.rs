@@ -20,6 +20,7 @@ use crate::shared::health::Readiness;
 use crate::shared::leases::Leases;
 use crate::shared::metrics::Metrics;
 use crate::shared::offload::Offload;
+use crate::shared::recent::RecentRows;
 use crate::shared::resolve::Resolver;
 use crate::sip::state::LineStates;
 use crate::sip::SipStats;
@@ -49,6 +50,8 @@ pub struct App {
     pub sip_lines: Arc<LineStates>,
     pub sip_stats: Arc<SipStats>,
     pub readiness: Arc<Readiness>,
+    /// Recently created verifications' rendered rows (GET by id).
+    pub recent: Arc<RecentRows>,
 }
 
 impl App {
@@ -72,6 +75,7 @@ impl App {
             offload: self.offload.clone(),
             clock: self.clock.clone(),
             metrics: self.metrics.clone(),
+            recent: self.recent.clone(),
         }
     }
 

@@ -3,9 +3,11 @@
 //! The storage writer reports every committed change as an event
 //! (`dialproof_storage::Committed`) on one unbounded queue; this thread
 //! takes them in commit order and turns each into its consequences, once:
-//! - a created verification: its expiry is scheduled;
+//! - a created verification: its expiry is scheduled, its rendered row
+//!   held for GETs (`crate::shared::recent`);
 //! - a status change: the lease it ended goes back to the lease table, the
-//!   webhook driver is woken for the outbox row written with it, the
+//!   held row is replaced, the webhook driver is woken for the outbox row
+//!   written with it, the
 //!   transition is counted and logged ("verification ended").
 //!
 //! Nothing else does these things: request handlers, the SIP call path,
@@ -17,6 +19,7 @@
 //! Not for: deciding anything (the engine's state machine decided in the
 //! writer), or answering requests (replies do).
 
+use crate::api::render;
 use crate::runtime::app::App;
 use dialproof_engine::ids::VerificationKey;
 use dialproof_storage::{CommitReceiver, Committed, Transitioned};
@@ -40,7 +43,10 @@ pub fn spawn(app: Arc<App>, commits: CommitReceiver) -> std::io::Result<JoinHand
 fn apply(app: &App, event: Committed) {
     match event {
         Committed::Created(row) => match VerificationKey::parse(&row.id) {
-            Some(key) => app.expiries.schedule([(row.expires_at, key)]),
+            Some(key) => {
+                app.expiries.schedule([(row.expires_at, key)]);
+                app.recent.created(&row.id, row.company_id, render(&row));
+            }
             // Every id this service writes is a canonical ULID.
             None => tracing::error!(verification_id = %row.id,
                 "created verification has an id this service does not issue; no expiry"),
@@ -53,6 +59,10 @@ fn apply(app: &App, event: Committed) {
 }
 
 fn transitioned(app: &App, t: Transitioned) {
+    // First: the webhook this change wakes must not reach a client before
+    // a GET shows the change.
+    app.recent
+        .ended(&t.row.id, t.row.company_id, render(&t.row));
     if let Some(lease) = &t.released {
         if !app.leases.release(&lease.dial_number, lease.generation) {
             // A stale generation: the number was already released (e.g.

@@ -234,6 +234,7 @@ fn build_app(
         sip_lines: Default::default(),
         sip_stats: Default::default(),
         readiness: Default::default(),
+        recent: Default::default(),
     });
     Ok((app, webhook_wakes, numbers_total))
 }

@@ -1,8 +1,9 @@
 //! The handles the runtime builds at start-up and hands to the parts that
 //! use them: the clock, the configuration, the lease table, the expiry
-//! schedule, the metrics, the resolver and the thread pool for blocking
-//! work. Each part (`crate::api`, `crate::sip`, `crate::webhooks`,
-//! `crate::ops`) receives only the ones it names in its own context type.
+//! schedule, the metrics, the resolver, the thread pool for blocking work
+//! and the recently created verifications' rows. Each part (`crate::api`,
+//! `crate::sip`, `crate::webhooks`, `crate::ops`) receives only the ones it
+//! names in its own context type.
 //!
 //! Not for: starting or stopping anything (`crate::runtime`), protocols, or
 //! decisions (`dialproof_engine`). Nothing here imports a part or the
@@ -15,6 +16,7 @@ pub mod health;
 pub mod leases;
 pub mod metrics;
 pub mod offload;
+pub mod recent;
 pub mod resolve;
 pub mod thread_pool;
 pub mod wait;
