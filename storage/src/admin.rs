@@ -98,6 +98,12 @@ impl Admin {
         }
     }
 
+    /// The connection, for the operator queries kept in files of their own
+    /// (`rejections`, `dashboard`).
+    pub(crate) fn conn(&self) -> &Connection {
+        &self.conn
+    }
+
     /// The current change counter.
     pub fn change_version(&self) -> Result<i64, StorageError> {
         meta::change_version(&self.conn)

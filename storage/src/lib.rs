@@ -17,7 +17,7 @@
 //! `committed` (the events after COMMIT), `checkpoint` (WAL policy),
 //! `stats` (counters); then `reader` (queries and reader threads), `admin`
 //! (the operator's changes), `companies` (the queries both share), `meta`
-//! (the change counter), `deliveries` (webhook attempts and log), `users`
+//! (the change counter), `deliveries` (webhook attempts and log), `rejections` (the 503 rows), `users`
 //! (dashboard users and sessions), `rows` (row types and mapping), `schema`
 //! (migrations), `conn` (connection settings), `failpoints` (crash and
 //! error injection), `error`.
@@ -39,6 +39,7 @@ mod failpoints;
 mod meta;
 mod ops;
 mod reader;
+mod rejections;
 mod rows;
 mod schema;
 mod stats;
@@ -56,6 +57,7 @@ pub use error::StorageError;
 pub use failpoints::{FailPoints, FAIL_POINT_NAMES};
 pub use ops::{Reply, WriteOp};
 pub use reader::{PendingLease, Reader, Undelivered, DUE_DELIVERIES_LIMIT_MAX};
+pub use rejections::{RejectionRow, REJECTIONS_LISTED_MAX};
 pub use rows::{
     CompanyRow, DeliveryRow, DeliveryState, KeyRow, NewRejection, ReleasedLease, TransitionResult,
     VerificationRow,
