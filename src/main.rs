@@ -18,6 +18,7 @@
 
 mod api;
 mod cli;
+mod dashboard;
 mod http;
 mod openapi;
 mod ops;

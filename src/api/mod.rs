@@ -35,6 +35,8 @@ enum Routed<'a> {
     Login,
     /// The explorer page or one of its files (public: no data in them).
     Docs(&'a str),
+    /// A dashboard page or form (`crate::dashboard`).
+    Dashboard,
     /// The path names a resource but lacks its trailing slash.
     AddSlash,
     NotFound,
@@ -54,6 +56,9 @@ fn route(path: &str) -> Routed<'_> {
     };
     if let Some(file) = path.strip_prefix(DOCS) {
         return Routed::Docs(file);
+    }
+    if crate::dashboard::owns(path) {
+        return Routed::Dashboard;
     }
     // The spec names this path without a slash; both spellings are served
     // (a redirect would lose a POST body in most clients).
@@ -104,7 +109,7 @@ fn route_index(routed: &Routed<'_>) -> usize {
         Routed::Api(Route::Schema) => 3,
         Routed::Login => 4,
         Routed::Docs(_) => 5,
-        Routed::AddSlash | Routed::NotFound => 6,
+        Routed::Dashboard | Routed::AddSlash | Routed::NotFound => 6,
     }
 }
 
@@ -120,6 +125,18 @@ fn dispatch(app: &App, req: &Request, routed: Routed<'_>) -> Response {
             Response::json(301, "{}").with_header("Location", location)
         }
         Routed::Login => login::login(app, req),
+        Routed::Dashboard => {
+            // The dashboard takes only the handles it uses, not the App.
+            let ctx = crate::dashboard::Ctx {
+                store: &app.store,
+                keys: &app.keys,
+                limiters: &app.limiters,
+                clock: &app.clock,
+                offload: &app.offload,
+                db_path: app.config.read().database_path(),
+            };
+            crate::dashboard::handle(&ctx, req)
+        }
         Routed::Docs(file) => crate::openapi::docs::serve(file)
             .unwrap_or_else(|| Response::detail(404, texts::NOT_FOUND)),
         Routed::NotFound => Response::detail(404, texts::NOT_FOUND),
@@ -245,5 +262,8 @@ mod tests {
         );
         assert_eq!(route("/api/docs"), Routed::AddSlash);
         assert_eq!(route("/api/v2/verifications/"), Routed::NotFound);
+        assert_eq!(route("/dashboard/keys/"), Routed::Dashboard);
+        assert_eq!(route("/api/dashboard/keys"), Routed::Dashboard);
+        assert_eq!(route("/dashboardx"), Routed::NotFound);
     }
 }

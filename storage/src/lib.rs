@@ -18,7 +18,8 @@
 //! `stats` (counters); then `reader` (queries and reader threads), `admin`
 //! (the operator's changes), `companies` (the queries both share), `meta`
 //! (the change counter), `deliveries` (webhook attempts and log), `rejections` (the 503 rows), `users`
-//! (dashboard users and sessions), `rows` (row types and mapping), `schema`
+//! (dashboard users and sessions), `dashboard_ops` (a company's keys, logout),
+//! `verification_list` (the dashboard's list and totals), `rows` (row types and mapping), `schema`
 //! (migrations), `conn` (connection settings), `failpoints` (crash and
 //! error injection), `error`.
 //!
@@ -33,6 +34,7 @@ mod checkpoint;
 mod committed;
 mod companies;
 mod conn;
+mod dashboard_ops;
 mod deliveries;
 mod error;
 mod failpoints;
@@ -45,6 +47,7 @@ mod schema;
 mod stats;
 mod store;
 mod users;
+mod verification_list;
 mod writer;
 
 pub use admin::{Admin, DEV_WEBHOOK_URLS_MAX, DEV_WEBHOOK_URL_LEN_MAX};
@@ -67,3 +70,6 @@ pub use store::{
     Options, Store, BATCH_MAX_DEFAULT, QUEUE_CAPACITY_DEFAULT, READERS_DEFAULT, READERS_MAX,
 };
 pub use users::{NewSession, SessionUser, UserRow, SESSIONS_PER_USER_MAX};
+pub use verification_list::{
+    Counts, ListCursor, ListFilter, ListPage, ListedRow, Totals, LIST_PAGE_MAX,
+};
