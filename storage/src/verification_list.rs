@@ -190,6 +190,11 @@ pub(crate) fn list(conn: &Connection, f: &ListFilter) -> Result<ListPage> {
 
 /// The company's totals in `[from, to)`, rejections included, in buckets
 /// of `bucket_ms` (at least 1 ms; the caller keeps their number small).
+///
+/// Each bucket is three range counts answered from indexes alone (all
+/// rows by company and time, completed ones by company, status and time,
+/// rejections by company and time): no row is read and no expression is
+/// evaluated per row, which a single `GROUP BY` over the period would do.
 pub(crate) fn totals(
     conn: &Connection,
     company_id: CompanyId,
@@ -198,35 +203,32 @@ pub(crate) fn totals(
     bucket_ms: i64,
 ) -> Result<Totals> {
     let bucket_ms = bucket_ms.max(1);
-    let span = to.0.saturating_sub(from.0).max(0);
-    let n = usize::try_from((span + bucket_ms - 1) / bucket_ms).unwrap_or(0);
-    let mut t = Totals {
-        total: Counts::default(),
-        buckets: vec![Counts::default(); n],
-    };
-    let queries = [
-        "SELECT (created_at - ?2) / ?4, COUNT(*), SUM(status = 'completed') FROM verifications \
-         WHERE company_id = ?1 AND created_at >= ?2 AND created_at < ?3 GROUP BY 1",
-        "SELECT (created_at - ?2) / ?4, COUNT(*), 0 FROM rejections \
-         WHERE company_id = ?1 AND created_at >= ?2 AND created_at < ?3 GROUP BY 1",
-    ];
-    for sql in queries {
-        let mut stmt = conn.prepare_cached(sql)?;
-        let mut rows = stmt.query(rusqlite::params![company_id, from.0, to.0, bucket_ms])?;
-        while let Some(r) = rows.next()? {
-            let index: i64 = r.get(0)?;
-            let all = u64::try_from(r.get::<_, i64>(1)?).unwrap_or(0);
-            let completed = u64::try_from(r.get::<_, i64>(2)?).unwrap_or(0);
-            t.total.all += all;
-            t.total.completed += completed;
-            if let Some(b) = usize::try_from(index)
-                .ok()
-                .and_then(|i| t.buckets.get_mut(i))
-            {
-                b.all += all;
-                b.completed += completed;
-            }
-        }
+    let mut t = Totals::default();
+    let mut all = conn.prepare_cached(
+        "SELECT (SELECT COUNT(*) FROM verifications \
+           WHERE company_id = ?1 AND created_at >= ?2 AND created_at < ?3) \
+         + (SELECT COUNT(*) FROM rejections \
+           WHERE company_id = ?1 AND created_at >= ?2 AND created_at < ?3)",
+    )?;
+    let mut completed = conn.prepare_cached(
+        "SELECT COUNT(*) FROM verifications \
+         WHERE company_id = ?1 AND status = 'completed' AND created_at >= ?2 AND created_at < ?3",
+    )?;
+    let mut lo = from.0;
+    while lo < to.0 {
+        let hi = lo.saturating_add(bucket_ms).min(to.0);
+        let count = |stmt: &mut rusqlite::Statement<'_>| -> Result<u64> {
+            let n: i64 = stmt.query_row(rusqlite::params![company_id, lo, hi], |r| r.get(0))?;
+            Ok(u64::try_from(n).unwrap_or(0))
+        };
+        let b = Counts {
+            all: count(&mut all)?,
+            completed: count(&mut completed)?,
+        };
+        t.total.all += b.all;
+        t.total.completed += b.completed;
+        t.buckets.push(b);
+        lo = hi;
     }
     Ok(t)
 }
