@@ -18,6 +18,7 @@ mod form;
 mod keys;
 mod page;
 mod verifications;
+mod webhooks;
 
 use crate::api::key_cache::KeyCache;
 use crate::api::rate_limiters::RateLimiters;
@@ -95,6 +96,15 @@ pub fn handle(ctx: &Ctx<'_>, req: &Request) -> Response {
         ("POST", "/dashboard/keys/revoke/") => keys::revoke(ctx, req),
         ("POST", "/dashboard/keys/delete/") => keys::delete(ctx, req),
         ("GET" | "HEAD", "/dashboard/verifications/") => verifications::page(ctx, req),
+        ("GET" | "HEAD", "/dashboard/webhooks/") => webhooks::page(ctx, req),
+        (
+            "POST",
+            "/dashboard/webhooks/rotate/"
+            | "/dashboard/webhooks/dev-url/add/"
+            | "/dashboard/webhooks/dev-url/remove/"
+            | "/dashboard/webhooks/failed/"
+            | "/dashboard/webhooks/retry/",
+        ) => webhooks::change(ctx, req),
         (
             _,
             "/dashboard/login/"
@@ -102,7 +112,8 @@ pub fn handle(ctx: &Ctx<'_>, req: &Request) -> Response {
             | "/dashboard/keys/"
             | "/dashboard/keys/revoke/"
             | "/dashboard/keys/delete/"
-            | "/dashboard/verifications/",
+            | "/dashboard/verifications/"
+            | "/dashboard/webhooks/",
         ) => page::error(
             405,
             "Метод не поддерживается",

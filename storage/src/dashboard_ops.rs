@@ -1,7 +1,8 @@
 //! The dashboard's own storage calls: a company's keys as its people see
 //! them (list, revoke, delete, always scoped to their company, so one
 //! company can never touch another's key even by guessing a prefix), and
-//! ending a session at logout.
+//! ending a session at logout, and which company a webhook delivery
+//! belongs to (before the dashboard's Retry).
 //!
 //! Key changes go through [`Admin::change`], so they bump the change
 //! version the service's key cache follows. A deleted key keeps its row
@@ -80,6 +81,19 @@ impl Admin {
                 unchanged(false)
             }
         })
+    }
+
+    /// The company a webhook delivery belongs to, if it exists (the
+    /// dashboard's Retry acts only on its own company's deliveries).
+    pub fn delivery_company(&self, id: i64) -> Result<Option<CompanyId>, StorageError> {
+        let mut stmt = self
+            .conn()
+            .prepare_cached("SELECT company_id FROM webhook_deliveries WHERE id = ?1")?;
+        let mut rows = stmt.query([id])?;
+        match rows.next()? {
+            Some(r) => Ok(Some(r.get(0)?)),
+            None => Ok(None),
+        }
     }
 
     /// Ends a session (logout): its token no longer authenticates.
