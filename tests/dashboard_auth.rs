@@ -152,3 +152,38 @@ fn forms_without_the_sessions_token_get_403_and_change_nothing() {
     assert_eq!(r.status, 403);
     assert!(set_cookie(&r, "dialproof_session").is_none());
 }
+
+#[test]
+fn the_explorer_opens_for_a_session_or_a_key_and_is_401_otherwise() {
+    let server = Server::with_pools(1, 0);
+    let company = server.create_company("Acme");
+    create_user(&server, company, "ann@acme.test");
+    let token = server.create_key(company);
+    for path in ["/api/docs/", "/api/docs/swagger-ui.css"] {
+        let r = server.request("GET", path, &[], b"");
+        assert_eq!(r.status, 401, "{path}");
+        assert_eq!(r.detail(), "Учетные данные не были предоставлены.");
+        let bad = server.request(
+            "GET",
+            path,
+            &[("Authorization", "Bearer svc_live_nope")],
+            b"",
+        );
+        assert_eq!(bad.status, 401, "{path}");
+    }
+    let auth = format!("Bearer {token}");
+    let with_key = server.request("GET", "/api/docs/", &[("Authorization", &auth)], b"");
+    assert_eq!(with_key.status, 200);
+    let dash = Dash::login(&server, "ann@acme.test");
+    let page = dash.get("/api/docs/");
+    assert_eq!(page.status, 200);
+    assert!(page.text().contains("swagger-ui"));
+    assert_eq!(dash.get("/api/docs/swagger-ui.css").status, 200);
+    // After logout the same cookie no longer opens it.
+    let csrf = dash.csrf();
+    assert_eq!(
+        dash.post("/dashboard/logout/", &[("csrf", &csrf)]).status,
+        303
+    );
+    assert_eq!(dash.get("/api/docs/").status, 401);
+}

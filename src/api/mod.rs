@@ -33,7 +33,7 @@ enum Routed<'a> {
     Api(Route<'a>),
     /// Dashboard login (internal).
     Login,
-    /// The explorer page or one of its files (public: no data in them).
+    /// The explorer page or one of its files (for a key or a session).
     Docs(&'a str),
     /// A dashboard page or form (`crate::dashboard`).
     Dashboard,
@@ -137,9 +137,32 @@ fn dispatch(app: &App, req: &Request, routed: Routed<'_>) -> Response {
             };
             crate::dashboard::handle(&ctx, req)
         }
-        Routed::Docs(file) => crate::openapi::docs::serve(file)
-            .unwrap_or_else(|| Response::detail(404, texts::NOT_FOUND)),
+        Routed::Docs(file) => match docs_caller(app, req) {
+            Ok(()) => crate::openapi::docs::serve(file)
+                .unwrap_or_else(|| Response::detail(404, texts::NOT_FOUND)),
+            Err(resp) => resp,
+        },
         Routed::NotFound => Response::detail(404, texts::NOT_FOUND),
+    }
+}
+
+/// The explorer has the schema's protection: an API key, or (since a
+/// browser cannot send a bearer header when it opens a page) a live
+/// dashboard session with no Authorization header; else the DRF 401.
+fn docs_caller(app: &App, req: &Request) -> Result<(), Response> {
+    let now = app.now();
+    match auth::authenticate(app, req, now) {
+        Ok(_) => Ok(()),
+        Err(_)
+            if req.header("authorization").is_none()
+                && sessions::session_user(app, req, now).is_some() =>
+        {
+            Ok(())
+        }
+        Err(resp) => {
+            Metrics::inc(&app.metrics.auth_failures);
+            Err(resp)
+        }
     }
 }
 
