@@ -83,11 +83,10 @@ fn settings_rotation_and_retry_of_a_failing_delivery() {
     // Rotation: the new secret once, the previous one kept for 24 h.
     let rotated = ann.post(&format!("{PAGE}rotate/"), &[("csrf", &csrf)]);
     assert_eq!(rotated.status, 200);
-    assert!(
-        rotated.text().contains("id=\"secret\">whsec_"),
-        "{}",
-        rotated.text()
-    );
+    let html = rotated.text();
+    let at = html.find("id=\"secret\">").expect("new secret shown") + 12;
+    let new_secret = html[at..at + html[at..].find('<').unwrap()].to_owned();
+    assert!(new_secret.starts_with("whsec_"), "{new_secret}");
     let grace = company_json(&server, acme)["secret_rotated_grace_until"].clone();
     let until = parse_utc(grace.as_str().expect("grace time"));
     assert!(
@@ -114,7 +113,27 @@ fn settings_rotation_and_retry_of_a_failing_delivery() {
         .output()
         .expect("running dialproof-sim");
     assert!(out.status.success(), "{out:?}");
-    rx.wait_for("/hook", 2, Duration::from_secs(20));
+    let hits = rx.wait_for("/hook", 2, Duration::from_secs(20));
+    // Signed with the new secret (and, for 24 h, the previous one too).
+    let sig = hits[0].header("X-Service-Signature").expect("signature");
+    let t: i64 = sig
+        .split(',')
+        .next()
+        .unwrap()
+        .strip_prefix("t=")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let v1: Vec<&str> = sig
+        .split(',')
+        .filter_map(|p| p.strip_prefix("v1="))
+        .collect();
+    assert_eq!(v1.len(), 2, "{sig}");
+    let expected = dialproof_engine::webhook::sign(t, &hits[0].body, &new_secret);
+    assert!(
+        v1.contains(&expected.as_str()),
+        "not signed with the new secret: {sig}"
+    );
     let page = wait_page(&ann, |html| {
         html.contains("— dead") && html.matches("class=\"attempt\"").count() == 2
     });
