@@ -2,19 +2,22 @@
 //! over the DevTools protocol), as a person uses it: sign in through the
 //! form, create a key and use it on the public API, revoke it with its
 //! button and get 401, then see a verification completed by a simulated
-//! call and a 503 rejection row with the right totals and success share.
+//! call and a 503 rejection row with the right totals and success share,
+//! and press Retry on a failing receiver's delivery to see a new attempt.
 //!
 //! With `DIALPROOF_SCREENSHOTS=DIR` the test also saves PNG screenshots of
-//! the login, keys and verifications pages there (the README's come from
+//! the login, keys, verifications and webhooks pages there (the README's come from
 //! `DIALPROOF_SCREENSHOTS=tools/screenshots`).
 
 mod common;
 mod common_dashboard;
 mod common_sip;
+mod common_webhook;
 
 use common::*;
 use common_dashboard::{create_user, PASSWORD};
 use common_sip::*;
+use common_webhook::{Answer, Receiver};
 use headless_chrome::protocol::cdp::Page::CaptureScreenshotFormatOption;
 use headless_chrome::{Browser, LaunchOptions, Tab};
 use std::ffi::OsStr;
@@ -92,7 +95,12 @@ fn submit(tab: &Tab, selector: &str, then: &str) {
 
 #[test]
 fn sign_in_create_use_revoke_and_read_the_totals_in_a_browser() {
-    let server = Server::start(&sip_config(&trusted_line(1, 603)));
+    let rx = Receiver::start(Answer::Status(500));
+    // One attempt, then the delivery is dead until someone presses Retry.
+    let server = Server::start(&format!(
+        "[webhooks]\nretry_schedule_seconds = [0]\njitter_percent = 0\n\n{}",
+        sip_config(&trusted_line(1, 603))
+    ));
     let company = server.create_company("Acme");
     create_user(&server, company, "ann@acme.test");
     let profile = tempfile::tempdir().unwrap();
@@ -133,7 +141,17 @@ fn sign_in_create_use_revoke_and_read_the_totals_in_a_browser() {
     assert!(tab.wait_for_element("#copy").is_ok());
     screenshot(&tab, "keys");
 
-    let v = server.create_ok(&token, &body(RU_PHONE));
+    tab.navigate_to(&format!("{origin}/dashboard/webhooks/"))
+        .unwrap();
+    tab.wait_for_element("#url").unwrap().click().unwrap();
+    tab.type_str(&rx.base()).unwrap();
+    submit(
+        &tab,
+        "form[action='/dashboard/webhooks/dev-url/add/'] button",
+        "li code",
+    );
+    let hook = serde_json::json!({"phone": RU_PHONE, "webhook_url": rx.url("/hook")});
+    let v = server.create_ok(&token, &hook);
     assert_eq!(server.create(&token, &body("+79123456700")).status, 503);
     let out = Command::new(std::path::PathBuf::from(BIN).with_file_name("dialproof-sim"))
         .args([
@@ -177,4 +195,43 @@ fn sign_in_create_use_revoke_and_read_the_totals_in_a_browser() {
     assert!(table.contains("all lines busy"), "{table}");
     assert!(table.contains("+79161234567"), "{table}");
     screenshot(&tab, "verifications");
+
+    // The receiver answered 500 once; Retry sends a second attempt.
+    rx.wait_for("/hook", 1, Duration::from_secs(20));
+    let attempts = |n: usize| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            tab.navigate_to(&format!("{origin}/dashboard/webhooks/"))
+                .unwrap();
+            tab.wait_until_navigated().unwrap();
+            let seen = tab
+                .find_elements("tr.attempt")
+                .map(|e| e.len())
+                .unwrap_or(0);
+            if seen == n {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{seen} attempts shown, not {n}"
+            );
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    };
+    attempts(1);
+    submit(
+        &tab,
+        "form[action='/dashboard/webhooks/retry/'] button",
+        "#url",
+    );
+    rx.wait_for("/hook", 2, Duration::from_secs(20));
+    attempts(2);
+    assert!(text(&tab, ".delivery").contains("500"));
+    screenshot(&tab, "webhooks");
+    // The log is below the settings: scroll to it for its own picture.
+    tab.wait_for_element(".delivery")
+        .expect("delivery log")
+        .scroll_into_view()
+        .expect("scroll");
+    screenshot(&tab, "webhooks-log");
 }
