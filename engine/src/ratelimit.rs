@@ -175,6 +175,9 @@ impl KeyWindow {
     /// no block (the dashboard's key creation, 10 per hour per user, whose
     /// refusals already wait up to an hour). Use one window per bucket with
     /// one length; `Retry-After` is the wait for the oldest entry to leave.
+    /// ([`KeyWindow::is_idle`] judges by the one-minute window, so a caller
+    /// that prunes idle windows may forget such a log early: lenient, never
+    /// strict.)
     pub fn check_window(&mut self, now: UnixMillis, limit: u32, window_millis: i64) -> Decision {
         let now = self.advance(now);
         let window = window_millis.max(1000);
