@@ -24,6 +24,7 @@
 
 pub mod api;
 pub mod cli;
+pub mod dashboard;
 pub mod http;
 pub mod openapi;
 pub mod ops;

@@ -7,8 +7,10 @@
 //! loads /api/schema/ with it and must render the three operations.
 
 mod common;
+mod common_dashboard;
 
 use common::*;
+use common_dashboard::{create_user, PASSWORD};
 use headless_chrome::{Browser, LaunchOptions};
 use std::ffi::OsStr;
 use std::time::{Duration, Instant};
@@ -51,12 +53,29 @@ fn browser(profile: &std::path::Path) -> Browser {
 #[test]
 fn explorer_renders_the_three_operations_offline() {
     let server = Server::with_pools(1, 1);
-    let token = server.new_client("explorer");
+    let company = server.create_company("explorer");
+    let token = server.create_key(company);
+    create_user(&server, company, "dev@explorer.test");
     let profile = tempfile::tempdir().unwrap();
     let browser = browser(profile.path());
     let tab = browser.new_tab().expect("tab");
     tab.set_default_timeout(Duration::from_secs(30));
     let origin = format!("https://127.0.0.1:{}", server.https.port());
+    // The explorer opens for a signed-in dashboard user (a browser cannot
+    // send the bearer header when it opens a page).
+    tab.navigate_to(&format!("{origin}/dashboard/login/"))
+        .expect("navigate")
+        .wait_until_navigated()
+        .expect("login page loads");
+    tab.wait_for_element("#email").unwrap().click().unwrap();
+    tab.type_str("dev@explorer.test").unwrap();
+    tab.wait_for_element("#password").unwrap().click().unwrap();
+    tab.type_str(PASSWORD).unwrap();
+    tab.wait_for_element("button[type=submit]")
+        .unwrap()
+        .click()
+        .unwrap();
+    tab.wait_for_element("#total").expect("signed in");
     tab.navigate_to(&format!("{origin}/api/docs/"))
         .expect("navigate")
         .wait_until_navigated()

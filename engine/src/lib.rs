@@ -16,6 +16,7 @@
 #![forbid(unsafe_code)]
 
 pub mod apikey;
+pub mod csrf;
 pub mod dev_urls;
 pub mod expiry;
 pub mod ids;

@@ -169,6 +169,36 @@ impl KeyWindow {
         }
     }
 
+    /// Decide one request at `now` under `limit` per window of
+    /// `window_millis` (at least one second), recording it if allowed:
+    /// the same sliding log as [`KeyWindow::check`] over another length, and
+    /// no block (the dashboard's key creation, 10 per hour per user, whose
+    /// refusals already wait up to an hour). Use one window per bucket with
+    /// one length; `Retry-After` is the wait for the oldest entry to leave.
+    /// ([`KeyWindow::is_idle`] judges by the one-minute window, so a caller
+    /// that prunes idle windows may forget such a log early: lenient, never
+    /// strict.)
+    pub fn check_window(&mut self, now: UnixMillis, limit: u32, window_millis: i64) -> Decision {
+        let now = self.advance(now);
+        let window = window_millis.max(1000);
+        let limit = clamp_limit(limit) as usize;
+        drop_until(&mut self.allowed, UnixMillis(now.0.saturating_sub(window)));
+        while self.allowed.len() > limit {
+            self.allowed.pop_front();
+        }
+        if self.allowed.len() < limit {
+            self.allowed.push_back(now);
+            return Decision::Allow;
+        }
+        // Full, so `limit` >= 1 entries are there.
+        let oldest = self.allowed.front().copied().unwrap_or(now);
+        let wait = oldest.0.saturating_add(window).saturating_sub(now.0);
+        Decision::Refuse {
+            retry_after_seconds: ceil_seconds(wait).clamp(1, ceil_seconds(window)),
+            blocked: false,
+        }
+    }
+
     /// Whether the window holds nothing that affects future decisions at
     /// `now` (no request in the window, no block): the caller may drop it
     /// and start afresh later with the same outcome.
@@ -218,6 +248,30 @@ pub fn throttled_detail(retry_after_seconds: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_hourly_window_allows_its_limit_then_waits_for_the_oldest() {
+        let hour = 3_600_000;
+        let mut w = KeyWindow::new();
+        for i in 0..10 {
+            assert_eq!(
+                w.check_window(UnixMillis(i * 1000), 10, hour),
+                Decision::Allow
+            );
+        }
+        assert_eq!(
+            w.check_window(UnixMillis(60_000), 10, hour),
+            Decision::Refuse {
+                retry_after_seconds: 3540,
+                blocked: false
+            }
+        );
+        assert_eq!(w.check_window(UnixMillis(hour), 10, hour), Decision::Allow);
+        assert!(matches!(
+            w.check_window(UnixMillis(hour + 1), 10, hour),
+            Decision::Refuse { .. }
+        ));
+    }
 
     const T0: UnixMillis = UnixMillis(1_800_000_000_000);
 

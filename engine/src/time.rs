@@ -51,6 +51,47 @@ impl fmt::Display for UnixMillis {
     }
 }
 
+/// Midnight UTC of a `YYYY-MM-DD` date (years 1970..=9999), or `None` for
+/// anything else, an impossible day included (2026-02-30).
+pub fn parse_date(s: &str) -> Option<UnixMillis> {
+    let b = s.as_bytes();
+    if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let part = s.get(r)?;
+        part.bytes()
+            .all(|c| c.is_ascii_digit())
+            .then(|| part.parse().ok())?
+    };
+    let (y, m, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    if y < 1970 || !(1..=12).contains(&m) || d < 1 {
+        return None;
+    }
+    let days = days_from_civil(y, m, d);
+    // Round-trip to refuse days past the month's end.
+    let (ry, rm, rd) = civil_from_days(days);
+    (ry == y && i64::from(rm) == m && i64::from(rd) == d).then_some(UnixMillis(days * 86_400_000))
+}
+
+/// The `YYYY-MM-DD` (UTC) of a moment.
+pub fn date_of(t: UnixMillis) -> String {
+    let (y, m, d) = civil_from_days(t.0.div_euclid(86_400_000));
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// Proleptic Gregorian (year, month, day) to days since 1970-01-01.
+/// Howard Hinnant's `days_from_civil` algorithm.
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = if m > 2 { m - 3 } else { m + 9 };
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
 /// Days since 1970-01-01 to a proleptic Gregorian (year, month, day).
 /// Howard Hinnant's `civil_from_days` algorithm.
 fn civil_from_days(z: i64) -> (i64, u32, u32) {
@@ -69,6 +110,29 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dates_parse_strictly_and_round_trip() {
+        assert_eq!(parse_date("1970-01-01"), Some(UnixMillis(0)));
+        let t = parse_date("2026-02-28").unwrap();
+        assert_eq!(t.to_rfc3339(), "2026-02-28T00:00:00.000Z");
+        assert_eq!(date_of(t.plus_millis(86_399_999)), "2026-02-28");
+        assert_eq!(
+            parse_date("2024-02-29").map(date_of).as_deref(),
+            Some("2024-02-29")
+        );
+        for bad in [
+            "2026-02-29",
+            "2026-13-01",
+            "2026-1-01",
+            "26-01-01",
+            "",
+            "2026-01-0x",
+            "1969-12-31",
+        ] {
+            assert_eq!(parse_date(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn renders_epoch_and_known_instants() {

@@ -36,7 +36,7 @@ fn envelope(status: u16, code: &str, message: &str, fields: Option<Value>) -> Re
 }
 
 /// A hash of a password nobody knows, verified against for unknown emails.
-fn dummy_hash() -> &'static str {
+pub(crate) fn dummy_hash() -> &'static str {
     static HASH: OnceLock<String> = OnceLock::new();
     HASH.get_or_init(|| {
         let (random, _) = sessions::mint_token();

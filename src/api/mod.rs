@@ -46,6 +46,8 @@ pub struct Api {
     /// Recently created verifications' rendered rows (`read` looks here
     /// first; `cancel` updates it before answering).
     pub recent: Arc<RecentRows>,
+    /// The database file, for the dashboard's operator connections.
+    pub db_path: std::path::PathBuf,
 }
 
 impl Api {
@@ -70,8 +72,10 @@ enum Routed<'a> {
     Api(Route<'a>),
     /// Dashboard login (internal).
     Login,
-    /// The explorer page or one of its files (public: no data in them).
+    /// The explorer page or one of its files (for a key or a session).
     Docs(&'a str),
+    /// A dashboard page or form (`crate::dashboard`).
+    Dashboard,
     /// The path names a resource but lacks its trailing slash.
     AddSlash,
     NotFound,
@@ -91,6 +95,9 @@ fn route(path: &str) -> Routed<'_> {
     };
     if let Some(file) = path.strip_prefix(DOCS) {
         return Routed::Docs(file);
+    }
+    if crate::dashboard::owns(path) {
+        return Routed::Dashboard;
     }
     // The spec names this path without a slash; both spellings are served
     // (a redirect would lose a POST body in most clients).
@@ -141,7 +148,7 @@ fn route_index(routed: &Routed<'_>) -> usize {
         Routed::Api(Route::Schema) => 3,
         Routed::Login => 4,
         Routed::Docs(_) => 5,
-        Routed::AddSlash | Routed::NotFound => 6,
+        Routed::Dashboard | Routed::AddSlash | Routed::NotFound => 6,
     }
 }
 
@@ -157,9 +164,44 @@ fn dispatch(ctx: &Api, req: &Request, routed: Routed<'_>) -> Response {
             Response::json(301, "{}").with_header("Location", location)
         }
         Routed::Login => login::login(ctx, req),
-        Routed::Docs(file) => crate::openapi::docs::serve(file)
-            .unwrap_or_else(|| Response::detail(404, texts::NOT_FOUND)),
+        Routed::Dashboard => {
+            // The dashboard takes only the handles it uses.
+            let dashboard = crate::dashboard::Ctx {
+                store: &ctx.store,
+                keys: &ctx.keys,
+                limiters: &ctx.limiters,
+                clock: &ctx.clock,
+                offload: &ctx.offload,
+                db_path: ctx.db_path.clone(),
+            };
+            crate::dashboard::handle(&dashboard, req)
+        }
+        Routed::Docs(file) => match docs_caller(ctx, req) {
+            Ok(()) => crate::openapi::docs::serve(file)
+                .unwrap_or_else(|| Response::detail(404, texts::NOT_FOUND)),
+            Err(resp) => resp,
+        },
         Routed::NotFound => Response::detail(404, texts::NOT_FOUND),
+    }
+}
+
+/// The explorer has the schema's protection: an API key, or (since a
+/// browser cannot send a bearer header when it opens a page) a live
+/// dashboard session with no Authorization header; else the DRF 401.
+fn docs_caller(ctx: &Api, req: &Request) -> Result<(), Response> {
+    let now = ctx.now();
+    match auth::authenticate(ctx, req, now) {
+        Ok(_) => Ok(()),
+        Err(_)
+            if req.header("authorization").is_none()
+                && sessions::session_user(ctx, req, now).is_some() =>
+        {
+            Ok(())
+        }
+        Err(resp) => {
+            Metrics::inc(&ctx.metrics.auth_failures);
+            Err(resp)
+        }
     }
 }
 
@@ -282,5 +324,8 @@ mod tests {
         );
         assert_eq!(route("/api/docs"), Routed::AddSlash);
         assert_eq!(route("/api/v2/verifications/"), Routed::NotFound);
+        assert_eq!(route("/dashboard/keys/"), Routed::Dashboard);
+        assert_eq!(route("/api/dashboard/keys"), Routed::Dashboard);
+        assert_eq!(route("/dashboardx"), Routed::NotFound);
     }
 }

@@ -61,6 +61,21 @@ impl RateLimiters {
         decision
     }
 
+    /// Like [`RateLimiters::check`] over a window of `window_millis` and
+    /// without a block (see `KeyWindow::check_window`). A bucket must always
+    /// be checked with the same window, so give it a name of its own.
+    pub fn check_window(
+        &self,
+        bucket: &str,
+        now: UnixMillis,
+        limit: u32,
+        window_millis: i64,
+    ) -> Decision {
+        let caller = self.caller(bucket, now);
+        let decision = caller.window.lock().check_window(now, limit, window_millis);
+        decision
+    }
+
     /// Whether to write this key's `last_used_at` now: at most once per
     /// [`TOUCH_INTERVAL_MS`], so a busy key costs the writer one row update a
     /// second, not one per request.

@@ -52,6 +52,34 @@ fn server_error(ctx: &Api) -> Response {
     Response::detail(500, texts::SERVER_ERROR)
 }
 
+/// Writes the 503's rejection row through the writer and waits for its
+/// COMMIT, like a create: the spec counts every rejection in the dashboard,
+/// so the 503 is sent only once its row is stored. A row that did not commit
+/// (or is not known to have) answers the DRF 500 instead, which tells the
+/// client as truthfully that nothing was created.
+fn record_rejection(ctx: &Api, rejection: NewRejection) -> Result<(), Response> {
+    let mut refused = None;
+    let committed = wait_for(STORAGE_WAIT, |reply| {
+        if let Err(e) = ctx
+            .store
+            .submit(WriteOp::InsertRejection { rejection, reply })
+        {
+            refused = Some(e);
+        }
+    });
+    let committed = match refused {
+        Some(e) => Some(Err(e)),
+        None => committed,
+    };
+    match committed {
+        Some(Ok(())) => Ok(()),
+        other => {
+            tracing::error!(error = %failure_text(other), "rejection row not committed");
+            Err(server_error(ctx))
+        }
+    }
+}
+
 pub fn create(ctx: &Api, req: &Request, key: &KeyRow, now: UnixMillis) -> Response {
     if let Err(detail) = media_type::check_json(req.header("content-type"), req.body.len()) {
         Metrics::inc(&ctx.metrics.creates_invalid);
@@ -102,7 +130,8 @@ fn validated(ctx: &Api, req: &Request, key: &KeyRow) -> Result<CreateRequest, Re
 }
 
 /// The spec's 503: no number qualifies. The rejection is recorded as a row
-/// for the dashboard's totals, and logged at WARNING.
+/// for the dashboard's totals (stored before the answer), and logged at
+/// WARNING.
 fn reject_no_number(ctx: &Api, key: &KeyRow, input: &CreateRequest, now: UnixMillis) -> Response {
     Metrics::inc(&ctx.metrics.creates_rejected_no_number[input.pool.index()]);
     tracing::warn!(
@@ -111,14 +140,17 @@ fn reject_no_number(ctx: &Api, key: &KeyRow, input: &CreateRequest, now: UnixMil
         pool = input.pool.as_str(),
         "no dial number available; create rejected with 503"
     );
-    let _ = ctx.store.submit(WriteOp::InsertRejection(NewRejection {
+    let rejection = NewRejection {
         company_id: key.company_id,
         api_key_id: key.id,
         phone: input.phone.clone(),
         pool: input.pool,
         reason: texts::NO_NUMBER_REASON.to_owned(),
         at: now,
-    }));
+    };
+    if let Err(resp) = record_rejection(ctx, rejection) {
+        return resp;
+    }
     let body = NoNumberAvailable {
         error: texts::NO_NUMBER_CODE,
         message: texts::NO_NUMBER_MESSAGE,

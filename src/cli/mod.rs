@@ -7,6 +7,7 @@
 //! once, at creation, and are never retrievable again.
 
 mod delivery;
+mod rejection;
 
 use crate::shared::config::Config;
 use anyhow::{bail, Context, Result};
@@ -74,6 +75,9 @@ pub enum Command {
     /// Webhook deliveries: the log of attempts, and a manual retry.
     #[command(subcommand)]
     Delivery(delivery::DeliveryCmd),
+    /// Create requests refused with 503 ('all lines busy').
+    #[command(subcommand)]
+    Rejection(rejection::RejectionCmd),
 }
 
 /// `serve`'s options.
@@ -202,6 +206,7 @@ pub fn run(args: Args) -> Result<()> {
         Command::Number(n) => number(&admin, &config, n, &out),
         Command::User(u) => user(&admin, u, &out),
         Command::Delivery(d) => delivery::run(&admin, d, out.json, now()),
+        Command::Rejection(r) => rejection::run(&admin, r, out.json),
     }
 }
 

@@ -2,8 +2,9 @@
 //! files embedded in the binary (the `utoipa-swagger-ui` crate's vendored
 //! copy), so it works with no internet access.
 //!
-//! The page and its static files carry no data and are served without
-//! authentication: a browser cannot send a bearer token on navigation. The
+//! The page and its static files are served to the same callers as the
+//! schema: an API key, or a signed-in dashboard user's session cookie (a
+//! browser cannot send a bearer token on navigation; see `crate::api`). The
 //! page asks for the API key, keeps it in the tab's session storage, and
 //! sends it as `Authorization: Bearer` both when it loads `/api/schema/`
 //! (which requires it, like the API) and for "Try it out".

@@ -76,6 +76,7 @@ impl App {
             clock: self.clock.clone(),
             metrics: self.metrics.clone(),
             recent: self.recent.clone(),
+            db_path: self.config.read().database_path(),
         }
     }
 

@@ -37,19 +37,19 @@ pub struct Admin {
 }
 
 /// What a change did, for [`Admin::change`].
-struct Changed<T> {
+pub(crate) struct Changed<T> {
     value: T,
     changed: bool,
 }
 
-fn changed<T>(value: T) -> Result<Changed<T>> {
+pub(crate) fn changed<T>(value: T) -> Result<Changed<T>> {
     Ok(Changed {
         value,
         changed: true,
     })
 }
 
-fn unchanged<T>(value: T) -> Result<Changed<T>> {
+pub(crate) fn unchanged<T>(value: T) -> Result<Changed<T>> {
     Ok(Changed {
         value,
         changed: false,
@@ -67,7 +67,7 @@ impl Admin {
 
     /// Runs `f` in one IMMEDIATE transaction and bumps `change_version`
     /// if it reports a change.
-    fn change<T>(&self, f: impl FnOnce(&Connection) -> Result<Changed<T>>) -> Result<T> {
+    pub(crate) fn change<T>(&self, f: impl FnOnce(&Connection) -> Result<Changed<T>>) -> Result<T> {
         self.conn.execute_batch("BEGIN IMMEDIATE")?;
         let result = f(&self.conn).and_then(|c| {
             if c.changed {
@@ -96,6 +96,12 @@ impl Admin {
                 tracing::error!(error = %e, "admin ROLLBACK failed");
             }
         }
+    }
+
+    /// The connection, for the operator queries kept in files of their own
+    /// (`rejections`, `dashboard`).
+    pub(crate) fn conn(&self) -> &Connection {
+        &self.conn
     }
 
     /// The current change counter.

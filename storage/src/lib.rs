@@ -18,8 +18,10 @@
 //! `stats` (counters); then `reader` (queries and reader threads), `admin`
 //! (the operator's changes), `companies` (the queries both share), `meta`
 //! (the change counter), `replica` (the heartbeat and what a promoted
-//! standby reads), `deliveries` (webhook attempts and log), `users`
-//! (dashboard users and sessions), `rows` (row types and mapping), `schema`
+//! standby reads), `deliveries` (webhook attempts and log), `rejections`
+//! (the 503 rows), `users` (dashboard users and sessions), `dashboard_ops`
+//! (a company's keys, logout), `verification_list` (the dashboard's list
+//! and totals), `rows` (row types and mapping), `schema`
 //! (migrations), `conn` (connection settings), `failpoints` (crash and
 //! error injection), `error`.
 //!
@@ -34,18 +36,21 @@ mod checkpoint;
 mod committed;
 mod companies;
 mod conn;
+mod dashboard_ops;
 mod deliveries;
 mod error;
 mod failpoints;
 mod meta;
 mod ops;
 mod reader;
+mod rejections;
 mod replica;
 mod rows;
 mod schema;
 mod stats;
 mod store;
 mod users;
+mod verification_list;
 mod writer;
 
 pub use admin::{Admin, DEV_WEBHOOK_URLS_MAX, DEV_WEBHOOK_URL_LEN_MAX};
@@ -59,6 +64,7 @@ pub use error::StorageError;
 pub use failpoints::{FailPoints, FAIL_POINT_NAMES};
 pub use ops::{Reply, WriteOp};
 pub use reader::{PendingLease, Reader, Undelivered, DUE_DELIVERIES_LIMIT_MAX};
+pub use rejections::{RejectionRow, REJECTIONS_LISTED_MAX};
 pub use rows::{
     CompanyRow, DeliveryRow, DeliveryState, KeyRow, NewRejection, ReleasedLease, TransitionResult,
     VerificationRow,
@@ -68,3 +74,6 @@ pub use store::{
     Options, Store, BATCH_MAX_DEFAULT, QUEUE_CAPACITY_DEFAULT, READERS_DEFAULT, READERS_MAX,
 };
 pub use users::{NewSession, SessionUser, UserRow, SESSIONS_PER_USER_MAX};
+pub use verification_list::{
+    Counts, ListCursor, ListFilter, ListPage, ListedRow, Totals, LIST_PAGE_MAX,
+};

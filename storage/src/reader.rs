@@ -63,6 +63,12 @@ impl Reader {
         Reader { conn }
     }
 
+    /// The connection, for the queries kept in files of their own
+    /// (`dashboard_ops`, `verification_list`).
+    pub(crate) fn conn(&self) -> &Connection {
+        &self.conn
+    }
+
     /// The verification `id` if it belongs to `company_id`; another
     /// company's id is `None`, exactly like an unknown one.
     pub fn verification(

@@ -131,6 +131,22 @@ pub(crate) const MIGRATIONS: &[&[&str]] = &[&[
 &[
     "CREATE INDEX verifications_pending_dial ON verifications(dial_number) \
      WHERE status = 'pending'",
+],
+// 3: the dashboard. Its verification list pages by (created_at, id) within
+// one company, optionally narrowed to one status, phone or client_ref: one
+// index per filter, so a page at a million rows reads only its own rows (no
+// OFFSET). The status column rides in the company index, so the period's
+// totals are counted from the index alone. A deleted key keeps its row
+// (verifications reference it) but leaves the dashboard's list.
+&[
+    "DROP INDEX verifications_company_created",
+    "CREATE INDEX verifications_company_created ON verifications(company_id, created_at, status)",
+    "CREATE INDEX verifications_company_status ON verifications(company_id, status, created_at)",
+    "CREATE INDEX verifications_company_phone ON verifications(company_id, phone, created_at)",
+    "CREATE INDEX verifications_company_client_ref \
+     ON verifications(company_id, client_ref, created_at) WHERE client_ref != ''",
+    "CREATE INDEX rejections_company_phone ON rejections(company_id, phone, created_at)",
+    "ALTER TABLE api_keys ADD COLUMN deleted_at INTEGER NULL",
 ]];
 
 /// The `user_version` of a fully migrated database.

@@ -74,16 +74,18 @@ fn ops_without_consequences_have_no_event() {
     let again = transition(&store, &row.id, None, Event::Cancel { at: T0 }).expect("again");
     assert!(!again.changed);
     transition(&store, "ver_nope", None, Event::Cancel { at: T0 }).expect("unknown");
-    store
-        .submit(WriteOp::InsertRejection(NewRejection {
+    insert_rejection(
+        &store,
+        NewRejection {
             company_id: db.company,
             api_key_id: db.key,
             phone: "+79123456789".into(),
             pool: row.pool,
             reason: "all lines busy".into(),
             at: T0,
-        }))
-        .expect("rejection");
+        },
+    )
+    .expect("rejection");
     store
         .submit(WriteOp::TouchKey {
             key_id: db.key,

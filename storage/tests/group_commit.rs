@@ -272,16 +272,18 @@ fn touches_coalesce_and_never_go_back() {
 fn rejections_are_recorded() {
     let db = db();
     let store = db.store();
-    store
-        .submit(WriteOp::InsertRejection(NewRejection {
+    insert_rejection(
+        &store,
+        NewRejection {
             company_id: db.company,
             api_key_id: db.key,
             phone: "+447911123456".into(),
             pool: dialproof_engine::pool::Pool::International,
             reason: "all lines busy".into(),
             at: UnixMillis(T0.0 + 5),
-        }))
-        .expect("submit");
+        },
+    )
+    .expect("committed");
     store.shutdown();
     let (pool, reason, at): (String, String, i64) = db
         .sql()

@@ -68,9 +68,9 @@ impl OpRunner<'_> {
                 let result = self.guarded(|c| users::insert_session(c, &session));
                 (HeldReply::Unit(reply, result), None)
             }
-            WriteOp::InsertRejection(rejection) => {
+            WriteOp::InsertRejection { rejection, reply } => {
                 let result = self.guarded(|c| insert_rejection(c, &rejection));
-                (HeldReply::Unanswered("insert_rejection", result), None)
+                (HeldReply::Unit(reply, result), None)
             }
             WriteOp::Heartbeat { at, reply } => {
                 let result = self.guarded(|c| replica::write_heartbeat(c, at));

@@ -19,15 +19,15 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 // an allocation per transition.
 #[allow(clippy::large_enum_variant)]
 pub(super) enum HeldReply {
-    /// An op answered with a unit result: a verification insert, a recorded
-    /// webhook attempt, a stored session.
+    /// An op answered with a unit result: a verification or rejection insert,
+    /// a recorded webhook attempt, a stored session.
     Unit(Reply<Result<()>>, Result<()>),
     /// A transition, by id or by number; its reply is optional.
     Transition(
         Option<Reply<Result<TransitionResult>>>,
         Result<TransitionResult>,
     ),
-    /// A fire-and-forget op (rejection row, key touch); the name is for the
+    /// A fire-and-forget op (a key touch); the name is for the
     /// log line its failure gets instead of a reply.
     Unanswered(&'static str, Result<()>),
 }
@@ -48,12 +48,11 @@ impl HeldReply {
             | WriteOp::RecordAttempt { reply, .. }
             | WriteOp::InsertSession { reply, .. }
             | WriteOp::Heartbeat { reply, .. } => HeldReply::Unit(reply, Err(e.clone())),
+            WriteOp::InsertRejection { reply, .. } => HeldReply::Unit(reply, Err(e.clone())),
             WriteOp::Transition { reply, .. } | WriteOp::TransitionByNumber { reply, .. } => {
                 HeldReply::Transition(reply, Err(e.clone()))
             }
-            WriteOp::InsertRejection(_) | WriteOp::TouchKey { .. } => {
-                HeldReply::Unanswered(name, Err(e.clone()))
-            }
+            WriteOp::TouchKey { .. } => HeldReply::Unanswered(name, Err(e.clone())),
         }
     }
 

@@ -125,6 +125,21 @@ pub fn insert(store: &Store, row: VerificationRow) -> Result<(), StorageError> {
     rx.recv_timeout(REPLY_WAIT).expect("insert reply")
 }
 
+/// Submits a 503 rejection row and waits for its COMMIT.
+pub fn insert_rejection(
+    store: &Store,
+    rejection: dialproof_storage::NewRejection,
+) -> Result<(), StorageError> {
+    let (tx, rx) = mpsc::channel();
+    store.submit(WriteOp::InsertRejection {
+        rejection,
+        reply: Box::new(move |r| {
+            let _ = tx.send(r);
+        }),
+    })?;
+    rx.recv_timeout(REPLY_WAIT).expect("rejection reply")
+}
+
 /// Submits a transition and waits for its reply.
 pub fn transition(
     store: &Store,

@@ -1,0 +1,232 @@
+//! The webhooks page: rotating the company's signing secret (the new one
+//! shown once; the previous one keeps signing for 24 hours, as the CLI's
+//! rotation does), the development-URL list (added and removed one at a
+//! time), the `verification.failed` switch, and the delivery log: per
+//! attempt its HTTP code, number, latency, error, next attempt time,
+//! request and response body, with a Retry button that makes the delivery
+//! due at once (the same storage call as `dialproof delivery retry`).
+//!
+//! Every change is scoped to the session's company; a delivery of another
+//! company is "not found".
+//!
+//! Not for: sending webhooks (`crate::webhooks`) or the SQL (the operator
+//! calls in `dialproof_storage::Admin`, shared with the CLI).
+
+use super::auth::{self, Signed};
+use super::form::Fields;
+use super::page::{self, when, when_opt, Nav};
+use super::Ctx;
+use crate::cli::SECRET_ROTATION_GRACE_MS;
+use crate::http::{Request, Response};
+use askama::Template;
+use dialproof_engine::apikey;
+use dialproof_storage::{DeliveryFilter, DeliveryLogEntry, StorageError};
+use rand::RngCore;
+
+/// Deliveries shown, newest first.
+const LOG_ROWS: usize = 20;
+
+struct AttemptView {
+    no: u32,
+    started: String,
+    http: String,
+    latency_ms: i64,
+    error: String,
+    next: String,
+    request: String,
+    response: String,
+}
+
+struct DeliveryView {
+    id: i64,
+    verification_id: String,
+    event: &'static str,
+    url: String,
+    state: &'static str,
+    attempts: Vec<AttemptView>,
+}
+
+#[derive(Template)]
+#[template(path = "webhooks.html", config = "src/dashboard/askama.toml")]
+struct WebhooksPage {
+    nav: Nav,
+    new_secret: Option<String>,
+    grace_until: String,
+    failed_on: bool,
+    dev_urls: Vec<String>,
+    deliveries: Vec<DeliveryView>,
+    notice: Option<String>,
+}
+
+fn delivery_view(e: &DeliveryLogEntry) -> DeliveryView {
+    DeliveryView {
+        id: e.delivery.id,
+        verification_id: e.delivery.verification_id.clone(),
+        event: e.delivery.event_type.as_str(),
+        url: e.delivery.url.clone(),
+        state: e.delivery.state.as_str(),
+        attempts: e
+            .attempts
+            .iter()
+            .map(|a| AttemptView {
+                no: a.attempt_no,
+                started: when(a.started_at),
+                http: a
+                    .http_status
+                    .map(|c| c.to_string())
+                    .unwrap_or_else(|| "—".into()),
+                latency_ms: a.latency_ms,
+                error: a.error.clone().unwrap_or_default(),
+                next: when_opt(a.next_attempt_at),
+                request: a.request_body.clone(),
+                response: a.response_body.clone(),
+            })
+            .collect(),
+    }
+}
+
+fn show(
+    ctx: &Ctx<'_>,
+    signed: &Signed,
+    status: u16,
+    new_secret: Option<String>,
+    notice: Option<String>,
+) -> Response {
+    let company_id = signed.user.company_id;
+    let read = ctx.read(move |r| -> Result<_, StorageError> {
+        let company = r.company(company_id)?;
+        let filter = DeliveryFilter {
+            company_id: Some(company_id),
+            verification_id: None,
+            limit: LOG_ROWS,
+        };
+        Ok((company, r.delivery_log(&filter)?))
+    });
+    let (company, log) = match read {
+        Ok((Some(c), log)) => (c, log),
+        Ok((None, _)) => {
+            return page::storage_failed("webhooks page", "the user's company is gone")
+        }
+        Err(e) => return page::storage_failed("webhooks page", &e),
+    };
+    let page = WebhooksPage {
+        nav: signed.nav("webhooks"),
+        new_secret,
+        grace_until: company
+            .previous_secret_valid_until
+            .filter(|t| *t > ctx.clock.now())
+            .map(when)
+            .unwrap_or_default(),
+        failed_on: company.send_failed_webhooks,
+        dev_urls: company.dev_webhook_urls.clone(),
+        deliveries: log.iter().map(delivery_view).collect(),
+        notice,
+    };
+    page::render(status, &page)
+}
+
+/// `GET /dashboard/webhooks/`.
+pub fn page(ctx: &Ctx<'_>, req: &Request) -> Response {
+    match auth::require(ctx, req) {
+        Ok(signed) => show(ctx, &signed, 200, None, None),
+        Err(resp) => resp,
+    }
+}
+
+/// What a POST on this page asks for.
+enum Action {
+    Rotate,
+    AddUrl(String),
+    RemoveUrl(String),
+    Failed(bool),
+    Retry(i64),
+}
+
+fn action(path: &str, f: &Fields) -> Result<Action, String> {
+    let url = || -> Result<String, String> {
+        let u = f.get("url").unwrap_or("");
+        if u.starts_with("http://") || u.starts_with("https://") {
+            Ok(u.to_owned())
+        } else {
+            Err("Адрес должен начинаться с http:// или https://.".into())
+        }
+    };
+    match path {
+        "/dashboard/webhooks/rotate/" => Ok(Action::Rotate),
+        "/dashboard/webhooks/dev-url/add/" => Ok(Action::AddUrl(url()?)),
+        "/dashboard/webhooks/dev-url/remove/" => Ok(Action::RemoveUrl(url()?)),
+        "/dashboard/webhooks/failed/" => match f.get("state") {
+            Some("on") => Ok(Action::Failed(true)),
+            Some("off") => Ok(Action::Failed(false)),
+            _ => Err("Ожидалось on или off.".into()),
+        },
+        _ => f
+            .get("delivery")
+            .and_then(|d| d.parse().ok())
+            .map(Action::Retry)
+            .ok_or_else(|| "Неверный номер доставки.".into()),
+    }
+}
+
+/// Every POST of the page (the paths [`super::handle`] routes here).
+pub fn change(ctx: &Ctx<'_>, req: &Request) -> Response {
+    let (signed, fields) = match auth::require_post(ctx, req) {
+        Ok(s) => s,
+        Err(resp) => return resp,
+    };
+    let act = match action(&req.path, &fields) {
+        Ok(a) => a,
+        Err(text) => return show(ctx, &signed, 400, None, Some(text)),
+    };
+    let company = signed.user.company_id;
+    let now = ctx.clock.now();
+    let mut secret = None;
+    let done = match act {
+        Action::Rotate => {
+            let mut random = [0u8; 32];
+            rand::thread_rng().fill_bytes(&mut random);
+            let s = apikey::mint_webhook_secret(&random);
+            secret = Some(s.clone());
+            let until = now.plus_millis(SECRET_ROTATION_GRACE_MS);
+            ctx.admin(move |a| a.rotate_webhook_secret(company, &s, until).map(|_| ()))
+        }
+        Action::AddUrl(u) => ctx.admin(move |a| a.add_dev_webhook_url(company, &u).map(|_| ())),
+        Action::RemoveUrl(u) => {
+            ctx.admin(move |a| a.remove_dev_webhook_url(company, &u).map(|_| ()))
+        }
+        Action::Failed(on) => ctx.admin(move |a| a.set_send_failed_webhooks(company, on)),
+        Action::Retry(id) => ctx.admin(move |a| {
+            // Only this company's deliveries: another's is "not found".
+            match a.delivery_company(id)? {
+                Some(owner) if owner == company => a.retry_delivery(id, now).map(|_| ()),
+                _ => Err(StorageError::NotFound(format!(
+                    "webhook delivery {id} does not exist"
+                ))),
+            }
+        }),
+    };
+    match done {
+        Some(Ok(())) => {}
+        Some(Err(
+            StorageError::NotFound(_) | StorageError::Invalid(_) | StorageError::Conflict(_),
+        )) => {
+            return show(
+                ctx,
+                &signed,
+                404,
+                None,
+                Some("Не найдено или недопустимо.".into()),
+            );
+        }
+        Some(Err(e)) => return page::storage_failed("webhooks change", &e.to_string()),
+        None => return page::storage_failed("webhooks change", "no answer in time"),
+    }
+    if let Err(e) = ctx.keys.refresh_if_changed() {
+        tracing::warn!(error = %e, "cache refresh after a dashboard change failed");
+    }
+    tracing::info!(company_id = company, path = %req.path, "webhook settings changed in the dashboard");
+    match secret {
+        Some(s) => show(ctx, &signed, 200, Some(s), None),
+        None => page::see_other("/dashboard/webhooks/"),
+    }
+}
