@@ -46,6 +46,9 @@ pub struct Api {
     /// Recently created verifications' rendered rows (`read` looks here
     /// first; `cancel` updates it before answering).
     pub recent: Arc<RecentRows>,
+    /// How far the commit consumer has got (a cancel waits for its own
+    /// change's consequences before it answers).
+    pub commits: Arc<dialproof_storage::CommitProgress>,
     /// The database file, for the dashboard's operator connections.
     pub db_path: std::path::PathBuf,
 }

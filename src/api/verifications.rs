@@ -5,7 +5,7 @@ use super::{texts, webhook_guard};
 use crate::http::{Request, Response};
 use crate::openapi::{NoNumberAvailable, Verification};
 use crate::shared::metrics::Metrics;
-use crate::shared::wait::{failure_text, read_failure_text, wait_for};
+use crate::shared::wait::{failure_text, read_failure_text, wait_for, wait_until_applied};
 use dialproof_engine::ids::{VerificationId, VerificationKey};
 use dialproof_engine::time::UnixMillis;
 use dialproof_engine::validate::{
@@ -281,9 +281,15 @@ pub fn cancel(ctx: &Api, key: &KeyRow, id: &str, now: UnixMillis) -> Response {
             Some(row) => {
                 let body = render(&row);
                 // Before the answer: the canceller's next GET must not find
-                // the row as it was before the cancel.
+                // the row as it was before the cancel, and the spec releases
+                // the number "at once" (the commit consumer does it; wait
+                // for it, so the next create can be issued that number).
                 if row.status != Status::Pending {
                     ctx.recent.ended(&row.id, row.company_id, body.clone());
+                }
+                if !wait_until_applied(&ctx.commits, STORAGE_WAIT) {
+                    tracing::warn!(verification_id = %row.id,
+                        "cancel answered before its number's release was applied");
                 }
                 Response::json(200, body)
             }

@@ -25,7 +25,7 @@ use crate::shared::resolve::Resolver;
 use crate::sip::state::LineStates;
 use crate::sip::SipStats;
 use dialproof_engine::time::UnixMillis;
-use dialproof_storage::Store;
+use dialproof_storage::{CommitProgress, Store};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -52,6 +52,8 @@ pub struct App {
     pub readiness: Arc<Readiness>,
     /// Recently created verifications' rendered rows (GET by id).
     pub recent: Arc<RecentRows>,
+    /// How far the commit consumer has got.
+    pub commits: Arc<CommitProgress>,
 }
 
 impl App {
@@ -76,6 +78,7 @@ impl App {
             clock: self.clock.clone(),
             metrics: self.metrics.clone(),
             recent: self.recent.clone(),
+            commits: self.commits.clone(),
             db_path: self.config.read().database_path(),
         }
     }

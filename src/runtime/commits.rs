@@ -36,6 +36,7 @@ pub fn spawn(app: Arc<App>, commits: CommitReceiver) -> std::io::Result<JoinHand
                 for event in batch {
                     apply(&app, event);
                 }
+                commits.applied_one();
             }
         })
 }

@@ -26,7 +26,7 @@ use crate::shared::resolve::{self, Resolver};
 use crate::sip::SipHandle;
 use crate::{api, http};
 use anyhow::{Context, Result};
-use dialproof_storage::{CommitReceiver, CommitSink, Options, Store};
+use dialproof_storage::{CommitProgress, CommitReceiver, CommitSink, Options, Store};
 use parking_lot::RwLock;
 use std::io::Write;
 use std::net::SocketAddr;
@@ -90,7 +90,8 @@ pub fn start(config_path: Option<PathBuf>, clock: Clock, serve: &ServeArgs) -> R
     dialproof_engine::validate::warm_up();
 
     let (store, commits) = open_store(&config)?;
-    let (app, webhook_wakes, numbers_total) = build_app(&config, store.clone(), clock)?;
+    let (app, webhook_wakes, numbers_total) =
+        build_app(&config, store.clone(), clock, commits.progress())?;
     // First, so /healthz answers and /readyz says why not during a long
     // recovery.
     let ops = spawn_ops(&app, &config)?;
@@ -206,6 +207,7 @@ fn build_app(
     config: &Config,
     store: Store,
     clock: Clock,
+    commits: Arc<CommitProgress>,
 ) -> Result<(Arc<App>, crossbeam_channel::Receiver<i64>, usize)> {
     let keys = KeyCache::new(store.clone());
     keys.reload()
@@ -235,6 +237,7 @@ fn build_app(
         sip_stats: Default::default(),
         readiness: Default::default(),
         recent: Default::default(),
+        commits,
     });
     Ok((app, webhook_wakes, numbers_total))
 }

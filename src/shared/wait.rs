@@ -37,3 +37,23 @@ pub fn wait_for<T: Send + 'static>(timeout: Duration, start: impl FnOnce(Reply<T
     }));
     rx.recv_timeout(timeout).ok()
 }
+
+/// How often [`wait_until_applied`] looks again. The consumer applies a
+/// batch in microseconds; this only bounds the spin.
+const APPLIED_POLL: Duration = Duration::from_micros(200);
+
+/// Waits (parking the coroutine, up to `timeout`) until the commit consumer
+/// has applied every batch handed over so far: called after a write's
+/// reply, it returns once that write's consequences (a released number)
+/// are done. `false` on timeout.
+pub fn wait_until_applied(progress: &dialproof_storage::CommitProgress, timeout: Duration) -> bool {
+    let target = progress.handed();
+    let started = std::time::Instant::now();
+    while progress.applied() < target {
+        if started.elapsed() >= timeout {
+            return false;
+        }
+        may::coroutine::sleep(APPLIED_POLL);
+    }
+    true
+}

@@ -40,7 +40,8 @@
 use crate::rows::{DeliveryRow, ReleasedLease, VerificationRow};
 use crate::stats::Counters;
 use crossbeam_channel::{unbounded, Receiver, RecvTimeoutError, Sender};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// One committed op's consequence outside the database.
@@ -76,6 +77,7 @@ pub type CommittedBatch = Vec<Committed>;
 #[derive(Debug)]
 pub struct CommitSink {
     tx: Sender<CommittedBatch>,
+    progress: Arc<CommitProgress>,
 }
 
 /// The consumer's end of the commit queue. Not `Clone`: one consumer owns
@@ -83,13 +85,45 @@ pub struct CommitSink {
 #[derive(Debug)]
 pub struct CommitReceiver {
     rx: Receiver<CommittedBatch>,
+    progress: Arc<CommitProgress>,
+}
+
+/// How far the consumer has got: batches handed over by the writer, and
+/// batches whose consequences the consumer has applied. A request handler
+/// whose reply came after its commit (so after its batch was handed over)
+/// can wait until `applied` reaches the `handed` it read, and then knows
+/// the consequences of its own change are done (a cancel's number is back
+/// in the table before the cancel is answered).
+#[derive(Debug, Default)]
+pub struct CommitProgress {
+    handed: AtomicU64,
+    applied: AtomicU64,
+}
+
+impl CommitProgress {
+    /// Batches handed to the consumer so far.
+    pub fn handed(&self) -> u64 {
+        self.handed.load(Ordering::Acquire)
+    }
+
+    /// Batches the consumer has applied so far.
+    pub fn applied(&self) -> u64 {
+        self.applied.load(Ordering::Acquire)
+    }
 }
 
 impl CommitSink {
     /// A new commit queue (unbounded on purpose; see the module docs).
     pub fn channel() -> (CommitSink, CommitReceiver) {
         let (tx, rx) = unbounded();
-        (CommitSink { tx }, CommitReceiver { rx })
+        let progress = Arc::new(CommitProgress::default());
+        (
+            CommitSink {
+                tx,
+                progress: progress.clone(),
+            },
+            CommitReceiver { rx, progress },
+        )
     }
 
     /// Hands a committed batch to the consumer. Never blocks; an empty
@@ -98,6 +132,9 @@ impl CommitSink {
         if batch.is_empty() {
             return;
         }
+        // Counted before the send: `handed` never trails a batch the
+        // consumer may already be applying.
+        self.progress.handed.fetch_add(1, Ordering::AcqRel);
         // An unbounded send fails only when the receiver is gone.
         if let Err(lost) = self.tx.send(batch) {
             tracing::error!(
@@ -121,6 +158,16 @@ impl CommitReceiver {
     /// Like [`recv`](Self::recv), waiting at most `timeout`.
     pub fn recv_timeout(&self, timeout: Duration) -> Result<CommittedBatch, RecvTimeoutError> {
         self.rx.recv_timeout(timeout)
+    }
+
+    /// Marks one received batch as applied (call after its consequences).
+    pub fn applied_one(&self) {
+        self.progress.applied.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The shared progress counters, for handlers that wait for them.
+    pub fn progress(&self) -> Arc<CommitProgress> {
+        self.progress.clone()
     }
 
     /// The batches already queued, without waiting.

@@ -55,7 +55,9 @@ mod writer;
 
 pub use admin::{Admin, DEV_WEBHOOK_URLS_MAX, DEV_WEBHOOK_URL_LEN_MAX};
 pub use checkpoint::Replication;
-pub use committed::{CommitReceiver, CommitSink, Committed, CommittedBatch, Transitioned};
+pub use committed::{
+    CommitProgress, CommitReceiver, CommitSink, Committed, CommittedBatch, Transitioned,
+};
 pub use deliveries::{
     truncate_utf8, AttemptRow, DeliveryFilter, DeliveryLogEntry, NewAttempt, ATTEMPTS_LISTED_MAX,
     DELIVERY_LOG_LIMIT_MAX, ERROR_TEXT_BYTES_MAX, RESPONSE_BODY_LOG_BYTES_MAX,
