@@ -81,7 +81,7 @@ pub fn spawn_https(
     stop: Arc<AtomicBool>,
 ) -> io::Result<Listening> {
     let draining = stop.clone();
-    spawn_listener(addr, stop, move |mut tcp, peer| {
+    spawn_listener(addr, stop, move |tcp, peer| {
         let _ = tcp.tcp().set_nodelay(true);
         let conn = match rustls::ServerConnection::new(tls.clone()) {
             Ok(c) => c,
@@ -90,21 +90,55 @@ pub fn spawn_https(
                 return;
             }
         };
-        if tcp.set_read_timeout(Some(TLS_HANDSHAKE_TIMEOUT)).is_err() {
-            return;
-        }
         let mut stream: TlsStream = rustls::StreamOwned::new(conn, tcp);
-        // Drive the handshake before the first request so a peer that never
-        // finishes it is dropped by the handshake timeout.
-        while stream.conn.is_handshaking() {
-            if stream.conn.complete_io(&mut stream.sock).is_err() {
-                return;
-            }
+        if !handshake(&mut stream) {
+            return;
         }
         http::serve(&mut stream, peer, &limits, &*handler, &draining);
         stream.conn.send_close_notify();
         let _ = stream.conn.complete_io(&mut stream.sock);
     })
+}
+
+/// Drives the TLS handshake before the first request: false when it failed
+/// or did not finish within [`TLS_HANDSHAKE_TIMEOUT`]. The timeout is for
+/// the whole handshake, not each read, so a peer trickling its ClientHello
+/// a byte at a time is dropped too (`tests/hostile_http_slow.rs`).
+fn handshake(stream: &mut TlsStream) -> bool {
+    // Not `complete_io`: it loops inside until the handshake is done, so a
+    // deadline checked around it is never reached while bytes trickle in.
+    let deadline = std::time::Instant::now() + TLS_HANDSHAKE_TIMEOUT;
+    let (conn, sock) = (&mut stream.conn, &mut stream.sock);
+    while conn.is_handshaking() {
+        while conn.wants_write() {
+            if conn.write_tls(sock).is_err() {
+                return false;
+            }
+        }
+        if !conn.is_handshaking() {
+            break;
+        }
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() || sock.set_read_timeout(Some(left)).is_err() {
+            return false;
+        }
+        match conn.read_tls(sock) {
+            Ok(0) | Err(_) => return false,
+            Ok(_) => {}
+        }
+        if conn.process_new_packets().is_err() {
+            // Tell the peer why (an alert) before the close.
+            let _ = conn.write_tls(sock);
+            return false;
+        }
+    }
+    // What follows the handshake (TLS 1.3 session tickets).
+    while conn.wants_write() {
+        if conn.write_tls(sock).is_err() {
+            return false;
+        }
+    }
+    true
 }
 
 /// The plain-HTTP listener: every request is answered by `handler` (the
