@@ -7,10 +7,11 @@ use crate::runtime::app::App;
 use crate::runtime::metrics::Metrics;
 use crate::runtime::wait::{failure_text, read_failure_text, wait_for};
 use dialproof_engine::ids::{VerificationId, VerificationKey};
+use dialproof_engine::pool::Pool;
 use dialproof_engine::time::UnixMillis;
 use dialproof_engine::validate::{media_type, parse_create, CreateError, FieldErrors};
 use dialproof_engine::verification::{Event, Status};
-use dialproof_storage::{KeyRow, NewRejection, VerificationRow, WriteOp};
+use dialproof_storage::{KeyRow, NewRejection, StorageError, VerificationRow, WriteOp};
 use std::time::Duration;
 
 /// How long a request waits for its commit or read. The writer commits in
@@ -84,31 +85,7 @@ pub fn create(app: &App, req: &Request, key: &KeyRow, now: UnixMillis) -> Respon
     };
 
     let Some((dial_number, generation)) = app.leases.lease(input.pool, key.company_id) else {
-        Metrics::inc(&app.metrics.creates_rejected_no_number);
-        tracing::warn!(
-            key = %key.prefix,
-            company_id = key.company_id,
-            pool = input.pool.as_str(),
-            "no dial number available; create rejected with 503"
-        );
-        let _ = app.store.submit(WriteOp::InsertRejection(NewRejection {
-            company_id: key.company_id,
-            api_key_id: key.id,
-            phone: input.phone.clone(),
-            pool: input.pool,
-            reason: texts::NO_NUMBER_REASON.to_owned(),
-            at: now,
-        }));
-        let body = NoNumberAvailable {
-            error: texts::NO_NUMBER_CODE,
-            message: texts::NO_NUMBER_MESSAGE,
-            retry_after: texts::NO_NUMBER_RETRY_AFTER_SECONDS,
-        };
-        let body = serde_json::to_string(&body).unwrap_or_default();
-        return Response::json(503, body).with_header(
-            "Retry-After",
-            texts::NO_NUMBER_RETRY_AFTER_SECONDS.to_string(),
-        );
+        return no_number(app, key, &input.phone, input.pool, now);
     };
 
     let id = VerificationKey::new(now, rand::random::<u128>()).id();
@@ -166,6 +143,58 @@ pub fn create(app: &App, req: &Request, key: &KeyRow, now: UnixMillis) -> Respon
         "Location",
         format!("/api/v1/verifications/{}/", id.as_str()),
     )
+}
+
+/// No qualifying number is free: the 503, recorded as a rejection row
+/// first.
+fn no_number(app: &App, key: &KeyRow, phone: &str, pool: Pool, now: UnixMillis) -> Response {
+    Metrics::inc(&app.metrics.creates_rejected_no_number);
+    tracing::warn!(
+        key = %key.prefix,
+        company_id = key.company_id,
+        pool = pool.as_str(),
+        "no dial number available; create rejected with 503"
+    );
+    let rejection = NewRejection {
+        company_id: key.company_id,
+        api_key_id: key.id,
+        phone: phone.to_owned(),
+        pool,
+        reason: texts::NO_NUMBER_REASON.to_owned(),
+        at: now,
+    };
+    // The 503 goes out only once its row is stored (README, "503").
+    let mut refused = None;
+    let stored = wait_for(STORAGE_WAIT, |reply| {
+        if let Err(e) = app
+            .store
+            .submit(WriteOp::InsertRejection { rejection, reply })
+        {
+            refused = Some(e);
+        }
+    });
+    match (refused, stored) {
+        (None, Some(Ok(()))) => {}
+        (Some(e), _) => return rejection_not_stored(app, Some(Err(e))),
+        (None, other) => return rejection_not_stored(app, other),
+    }
+    let body = NoNumberAvailable {
+        error: texts::NO_NUMBER_CODE,
+        message: texts::NO_NUMBER_MESSAGE,
+        retry_after: texts::NO_NUMBER_RETRY_AFTER_SECONDS,
+    };
+    let body = serde_json::to_string(&body).unwrap_or_default();
+    Response::json(503, body).with_header(
+        "Retry-After",
+        texts::NO_NUMBER_RETRY_AFTER_SECONDS.to_string(),
+    )
+}
+
+/// A 503 whose rejection row did not commit is not answered as a 503 (it
+/// would be an acknowledged rejection with no row): the DRF 500 instead.
+fn rejection_not_stored(app: &App, result: Option<Result<(), StorageError>>) -> Response {
+    tracing::error!(error = %failure_text(result), "503 rejection not stored");
+    server_error(app)
 }
 
 fn invalid(app: &App, errors: &FieldErrors) -> Response {

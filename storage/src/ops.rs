@@ -52,8 +52,13 @@ pub enum WriteOp {
         event: Event,
         reply: Option<Reply<Result<TransitionResult, StorageError>>>,
     },
-    /// Record a 503 rejection. Fire-and-forget: failures are only logged.
-    InsertRejection(NewRejection),
+    /// Record a 503 rejection; the reply comes after COMMIT, so the 503 is
+    /// sent only once its row is stored (a kill cannot lose an answered
+    /// rejection: the crash harness checks this).
+    InsertRejection {
+        rejection: NewRejection,
+        reply: Reply<Result<(), StorageError>>,
+    },
     /// Move a key's `last_used_at` forward to `at` (never backward).
     /// Fire-and-forget; touches of one key in a batch become one UPDATE.
     TouchKey { key_id: i64, at: UnixMillis },
@@ -79,7 +84,7 @@ impl WriteOp {
             WriteOp::InsertVerification { .. } => "insert_verification",
             WriteOp::Transition { .. } => "transition",
             WriteOp::TransitionByNumber { .. } => "transition_by_number",
-            WriteOp::InsertRejection(_) => "insert_rejection",
+            WriteOp::InsertRejection { .. } => "insert_rejection",
             WriteOp::TouchKey { .. } => "touch_key",
             WriteOp::RecordAttempt { .. } => "record_attempt",
             WriteOp::InsertSession { .. } => "insert_session",

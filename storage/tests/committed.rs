@@ -75,14 +75,17 @@ fn ops_without_consequences_have_no_event() {
     assert!(!again.changed);
     transition(&store, "ver_nope", None, Event::Cancel { at: T0 }).expect("unknown");
     store
-        .submit(WriteOp::InsertRejection(NewRejection {
-            company_id: db.company,
-            api_key_id: db.key,
-            phone: "+79123456789".into(),
-            pool: row.pool,
-            reason: "all lines busy".into(),
-            at: T0,
-        }))
+        .submit(WriteOp::InsertRejection {
+            rejection: NewRejection {
+                company_id: db.company,
+                api_key_id: db.key,
+                phone: "+79123456789".into(),
+                pool: row.pool,
+                reason: "all lines busy".into(),
+                at: T0,
+            },
+            reply: Box::new(|r| r.expect("rejection stored")),
+        })
         .expect("rejection");
     store
         .submit(WriteOp::TouchKey {

@@ -273,14 +273,17 @@ fn rejections_are_recorded() {
     let db = db();
     let store = db.store();
     store
-        .submit(WriteOp::InsertRejection(NewRejection {
-            company_id: db.company,
-            api_key_id: db.key,
-            phone: "+447911123456".into(),
-            pool: dialproof_engine::pool::Pool::International,
-            reason: "all lines busy".into(),
-            at: UnixMillis(T0.0 + 5),
-        }))
+        .submit(WriteOp::InsertRejection {
+            rejection: NewRejection {
+                company_id: db.company,
+                api_key_id: db.key,
+                phone: "+447911123456".into(),
+                pool: dialproof_engine::pool::Pool::International,
+                reason: "all lines busy".into(),
+                at: UnixMillis(T0.0 + 5),
+            },
+            reply: Box::new(|r| r.expect("rejection stored")),
+        })
         .expect("submit");
     store.shutdown();
     let (pool, reason, at): (String, String, i64) = db

@@ -67,9 +67,9 @@ impl OpRunner<'_> {
                 let result = self.guarded(|c| users::insert_session(c, &session));
                 (HeldReply::Unit(reply, result), None)
             }
-            WriteOp::InsertRejection(rejection) => {
+            WriteOp::InsertRejection { rejection, reply } => {
                 let result = self.guarded(|c| insert_rejection(c, &rejection));
-                (HeldReply::Unanswered("insert_rejection", result), None)
+                (HeldReply::Unit(reply, result), None)
             }
             WriteOp::TouchKey { key_id, at } => {
                 let latest = touches.entry(key_id).or_insert(at);

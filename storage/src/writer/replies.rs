@@ -46,13 +46,12 @@ impl HeldReply {
         match op {
             WriteOp::InsertVerification { reply, .. }
             | WriteOp::RecordAttempt { reply, .. }
-            | WriteOp::InsertSession { reply, .. } => HeldReply::Unit(reply, Err(e.clone())),
+            | WriteOp::InsertSession { reply, .. }
+            | WriteOp::InsertRejection { reply, .. } => HeldReply::Unit(reply, Err(e.clone())),
             WriteOp::Transition { reply, .. } | WriteOp::TransitionByNumber { reply, .. } => {
                 HeldReply::Transition(reply, Err(e.clone()))
             }
-            WriteOp::InsertRejection(_) | WriteOp::TouchKey { .. } => {
-                HeldReply::Unanswered(name, Err(e.clone()))
-            }
+            WriteOp::TouchKey { .. } => HeldReply::Unanswered(name, Err(e.clone())),
         }
     }
 
