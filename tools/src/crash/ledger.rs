@@ -10,6 +10,7 @@
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
+use std::time::Instant;
 
 /// Fields fixed at creation: a read must show exactly what the 201 showed.
 const FIXED_FIELDS: [&str; 8] = [
@@ -27,6 +28,9 @@ struct Record {
     created: Value,
     /// The first terminal state read (or answered by a cancel).
     terminal: Option<Value>,
+    /// When that was recorded: a read sent before it may show the state
+    /// before (it raced the change), which is no violation.
+    terminal_at: Option<Instant>,
 }
 
 #[derive(Default)]
@@ -95,12 +99,14 @@ impl Ledger {
             Record {
                 created: v,
                 terminal: None,
+                terminal_at: None,
             },
         );
     }
 
-    /// A Verification the service showed (a read, or a cancel's answer).
-    pub fn observe(&self, v: &Value) {
+    /// A Verification the service showed (a read, or a cancel's answer)
+    /// to a request sent at `sent`.
+    pub fn observe(&self, v: &Value, sent: Instant) {
         let id = v["verification_id"].as_str().unwrap_or("").to_owned();
         let mut inner = self.lock();
         let Some(rec) = inner.records.get_mut(&id) else {
@@ -115,12 +121,16 @@ impl Ledger {
                 ));
             }
         }
+        let raced = rec.terminal_at.is_some_and(|at| sent < at);
         match &rec.terminal {
-            Some(t) if t != v => {
+            Some(t) if t != v && !raced => {
                 found.push(format!("{id} changed after {}: {t} -> {v}", status(t)))
             }
             Some(_) => {}
-            None if status(v) != "pending" => rec.terminal = Some(v.clone()),
+            None if status(v) != "pending" => {
+                rec.terminal = Some(v.clone());
+                rec.terminal_at = Some(Instant::now());
+            }
             None => {}
         }
         drop(inner);
@@ -260,11 +270,11 @@ mod tests {
         l.created(v("b", "+2", "pending"));
         assert!(l.violations().is_empty());
         // A changed fixed field.
-        l.observe(&v("a", "+9", "pending"));
+        l.observe(&v("a", "+9", "pending"), Instant::now());
         assert_eq!(l.violations().len(), 1);
         // A change after a terminal state.
-        l.observe(&v("b", "+2", "expired"));
-        l.observe(&v("b", "+2", "completed"));
+        l.observe(&v("b", "+2", "expired"), Instant::now());
+        l.observe(&v("b", "+2", "completed"), Instant::now());
         assert_eq!(l.violations().len(), 2);
         // Two pending on one number.
         l.check_pending_numbers(&[v("a", "+1", "pending"), v("b", "+1", "pending")]);
@@ -279,14 +289,28 @@ mod tests {
     }
 
     #[test]
+    fn a_read_sent_before_the_terminal_state_was_seen_is_no_violation() {
+        let l = Ledger::default();
+        l.created(v("a", "+1", "pending"));
+        let early = Instant::now();
+        l.observe(&v("a", "+1", "expired"), Instant::now());
+        // Sent before the cancel's answer came: it may show pending.
+        l.observe(&v("a", "+1", "pending"), early);
+        assert!(l.violations().is_empty(), "{:?}", l.violations());
+        // Sent after: it may not.
+        l.observe(&v("a", "+1", "pending"), Instant::now());
+        assert_eq!(l.violations().len(), 1);
+    }
+
+    #[test]
     fn undelivered_lists_terminal_verifications_without_a_webhook() {
         let l = Ledger::default();
         l.created(v("a", "+1", "pending"));
         l.created(v("b", "+2", "pending"));
         l.created(v("c", "+3", "pending"));
-        l.observe(&v("a", "+1", "expired"));
+        l.observe(&v("a", "+1", "expired"), Instant::now());
         l.cancelling("b");
-        l.observe(&v("b", "+2", "expired"));
+        l.observe(&v("b", "+2", "expired"), Instant::now());
         assert_eq!(l.undelivered(), vec!["a".to_owned()]);
         l.webhook("a", "verification.expired", true);
         assert!(l.undelivered().is_empty());

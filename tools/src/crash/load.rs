@@ -10,10 +10,10 @@ use super::client::Client;
 use super::ledger::Ledger;
 use crate::sip_caller::CallQueue;
 use serde_json::json;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A small xorshift generator: the harness needs varied choices, not
 /// cryptographic ones, and a seed that reproduces a run's choices.
@@ -48,10 +48,23 @@ pub struct LoadContext {
     pub ttl_seconds: u32,
     /// Set while the harness checks: the threads pause.
     pub paused: Arc<AtomicBool>,
+    /// Threads parked by `paused` (none has a request in flight).
+    pub idle: AtomicUsize,
     pub stop: Arc<AtomicBool>,
 }
 
 /// Starts `threads` load threads, each with its own connection.
+impl LoadContext {
+    /// Waits until all `threads` are parked (at most `limit`; a request
+    /// in flight ends within the client's timeout).
+    pub fn wait_idle(&self, threads: usize, limit: Duration) {
+        let deadline = std::time::Instant::now() + limit;
+        while self.idle.load(Ordering::Acquire) < threads && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+}
+
 pub fn start(
     ctx: Arc<LoadContext>,
     threads: usize,
@@ -75,7 +88,11 @@ pub fn start(
 fn run(ctx: &LoadContext, mut client: Client, mut rng: Rng) {
     while !ctx.stop.load(Ordering::Acquire) {
         if ctx.paused.load(Ordering::Acquire) {
-            std::thread::sleep(Duration::from_millis(5));
+            ctx.idle.fetch_add(1, Ordering::AcqRel);
+            while ctx.paused.load(Ordering::Acquire) && !ctx.stop.load(Ordering::Acquire) {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            ctx.idle.fetch_sub(1, Ordering::AcqRel);
             continue;
         }
         let ok = match rng.range(0, 9) {
@@ -134,11 +151,12 @@ fn read(ctx: &LoadContext, client: &mut Client, rng: &mut Rng) -> bool {
         return create(ctx, client, rng);
     }
     let id = &ids[rng.range(0, ids.len() as u64 - 1) as usize];
+    let sent = Instant::now();
     match client.read(id) {
         Ok(r) if r.status == 200 => {
             ctx.ledger.count("reads (200)");
             match r.json() {
-                Some(v) => ctx.ledger.observe(&v),
+                Some(v) => ctx.ledger.observe(&v, sent),
                 None => ctx
                     .ledger
                     .violation(format!("{id}: a 200 read that is not JSON")),
@@ -165,11 +183,12 @@ fn cancel(ctx: &LoadContext, client: &mut Client, rng: &mut Rng) -> bool {
     }
     let id = &open[rng.range(0, open.len() as u64 - 1) as usize];
     ctx.ledger.cancelling(id);
+    let sent = Instant::now();
     match client.cancel(id) {
         Ok(r) if r.status == 200 => {
             ctx.ledger.count("cancels (200)");
             if let Some(v) = r.json() {
-                ctx.ledger.observe(&v);
+                ctx.ledger.observe(&v, sent);
             }
             true
         }

@@ -22,7 +22,7 @@ use load::{LoadContext, Rng};
 use serde_json::Value;
 use service::Service;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -83,6 +83,7 @@ pub fn run(settings: &Settings) -> Result<Outcome> {
         hook_url: receiver.hook_url(),
         ttl_seconds: TTL_SECONDS,
         paused: Arc::new(AtomicBool::new(false)),
+        idle: AtomicUsize::new(0),
         stop: Arc::new(AtomicBool::new(false)),
     });
     let threads = load::start(
@@ -108,6 +109,8 @@ pub fn run(settings: &Settings) -> Result<Outcome> {
         check_rejections(&svc, &ledger, company);
         svc.start()
             .with_context(|| format!("restart after kill {kills}"))?;
+        // No request of the load may race the checks' reads.
+        ctx.wait_idle(settings.load_threads, Duration::from_secs(15));
         check_round(&mut checker, &ledger, &mut rng, 40);
         ctx.paused.store(false, Ordering::Release);
         if kills % 10 == 0 {
@@ -183,11 +186,17 @@ fn check_rejections(svc: &Service, ledger: &Ledger, company: i64) {
     }
 }
 
-/// Reads a verification, retrying while the service settles.
+/// Reads a verification (retrying while the service settles) and checks
+/// it against the ledger.
 fn read_back(client: &mut Client, ledger: &Ledger, id: &str) -> Option<Value> {
     for _ in 0..20 {
+        let sent = Instant::now();
         match client.read(id) {
-            Ok(r) if r.status == 200 => return r.json(),
+            Ok(r) if r.status == 200 => {
+                let v = r.json()?;
+                ledger.observe(&v, sent);
+                return Some(v);
+            }
             Ok(r) if r.status == 404 => {
                 ledger.violation(format!("{id}: answered 201, missing after a restart"));
                 return None;
@@ -215,9 +224,6 @@ fn check_round(client: &mut Client, ledger: &Ledger, rng: &mut Rng, sample: usiz
         .iter()
         .filter_map(|id| read_back(client, ledger, id))
         .collect();
-    for v in &read {
-        ledger.observe(v);
-    }
     ledger.check_pending_numbers(&read);
     ledger.check_webhook_kinds();
 }
@@ -234,9 +240,7 @@ fn finish(client: &mut Client, ledger: &Ledger, rng: &mut Rng) {
         std::thread::sleep(Duration::from_millis(500));
     }
     for id in ledger.ids() {
-        if let Some(v) = read_back(client, ledger, &id) {
-            ledger.observe(&v);
-        }
+        read_back(client, ledger, &id);
     }
     ledger.check_webhook_kinds();
     let undelivered = ledger.undelivered();
