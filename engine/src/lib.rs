@@ -18,6 +18,7 @@
 pub mod apikey;
 pub mod dev_urls;
 pub mod expiry;
+pub mod http_head;
 pub mod ids;
 pub mod lease;
 pub mod pool;

@@ -2,6 +2,7 @@
 //! write the response, repeat while the connection is kept alive.
 
 use super::{Request, Response};
+use dialproof_engine::http_head::{self, HeadLimits, Reject};
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -31,6 +32,22 @@ pub struct Limits {
     /// Requests served on one connection before it is closed, so a client
     /// cannot pin a worker's connection slot forever.
     pub requests_per_connection_max: usize,
+}
+
+impl Limits {
+    /// The limits the engine's head parser checks.
+    fn head(&self) -> HeadLimits {
+        HeadLimits {
+            header_bytes_max: self.header_bytes_max,
+            header_count_max: self.header_count_max,
+            body_bytes_max: self.body_bytes_max,
+        }
+    }
+}
+
+/// The engine's refusal as this layer's answer.
+fn reject(r: Reject) -> ReadError {
+    ReadError::Reject(r.status, r.text)
 }
 
 impl Default for Limits {
@@ -139,20 +156,21 @@ fn read_request<S: TimedStream>(
     // trickling bytes).
     let deadline = Instant::now() + limits.request_read_timeout;
     let head_len = loop {
-        if let Some(pos) = find_head_end(buf) {
+        if let Some(pos) = http_head::find_head_end(buf) {
             break pos;
         }
         if buf.len() > limits.header_bytes_max {
             return Err(ReadError::Reject(431, "Request header fields too large."));
         }
-        reject_garbage_early(buf, limits)?;
+        http_head::reject_garbage_early(buf, &limits.head()).map_err(reject)?;
         read_more(stream, buf, deadline)?;
     };
     if head_len > limits.header_bytes_max {
         return Err(ReadError::Reject(431, "Request header fields too large."));
     }
-    let head = parse_head(&buf[..head_len], limits)?;
-    let framing = framing(&head.headers, head.version, limits)?;
+    let head = http_head::parse_head(&buf[..head_len], &limits.head()).map_err(reject)?;
+    let framing =
+        http_head::framing(&head.headers, head.version, &limits.head()).map_err(reject)?;
 
     buf.drain(..head_len);
     if framing.expect_continue && buf.len() < framing.body_len {
@@ -167,7 +185,7 @@ fn read_request<S: TimedStream>(
         read_more(stream, buf, deadline)?;
     }
     let body: Vec<u8> = buf.drain(..framing.body_len).collect();
-    let Head {
+    let http_head::Head {
         method,
         path,
         query,
@@ -185,152 +203,6 @@ fn read_request<S: TimedStream>(
         },
         framing.keep_alive,
     ))
-}
-
-/// How much of the start of a head is parsed before it is complete: enough
-/// for the request line, so bytes that cannot start an HTTP request (a TLS
-/// ClientHello on the plain port, binary garbage) get their 400 at once
-/// instead of after the read timeout. Only the start, so a peer trickling
-/// a long head does not make every read re-parse kilobytes.
-const EARLY_PARSE_BYTES: usize = 1024;
-
-/// A 400 for an incomplete head whose start is already not HTTP.
-fn reject_garbage_early(buf: &[u8], limits: &Limits) -> Result<(), ReadError> {
-    if buf.is_empty() || buf.len() > EARLY_PARSE_BYTES {
-        return Ok(());
-    }
-    let mut storage = vec![httparse::EMPTY_HEADER; limits.header_count_max];
-    match httparse::Request::new(&mut storage).parse(buf) {
-        Ok(_) | Err(httparse::Error::TooManyHeaders) => Ok(()),
-        Err(_) => Err(ReadError::Reject(400, "Malformed request.")),
-    }
-}
-
-/// A request head, parsed and owned.
-struct Head {
-    method: String,
-    path: String,
-    query: Option<String>,
-    /// 0 for HTTP/1.0, 1 for HTTP/1.1.
-    version: u8,
-    headers: Vec<(String, String)>,
-}
-
-fn parse_head(raw: &[u8], limits: &Limits) -> Result<Head, ReadError> {
-    let mut header_storage = vec![httparse::EMPTY_HEADER; limits.header_count_max];
-    let mut parsed = httparse::Request::new(&mut header_storage);
-    match parsed.parse(raw) {
-        Ok(httparse::Status::Complete(_)) => {}
-        Ok(httparse::Status::Partial) => return Err(ReadError::Reject(400, "Malformed request.")),
-        Err(httparse::Error::TooManyHeaders) => {
-            return Err(ReadError::Reject(431, "Too many header fields."))
-        }
-        Err(_) => return Err(ReadError::Reject(400, "Malformed request.")),
-    }
-    let target = parsed.path.unwrap_or("");
-    if !target.starts_with('/') {
-        return Err(ReadError::Reject(400, "Malformed request target."));
-    }
-    let (path, query) = match target.split_once('?') {
-        Some((p, q)) => (p.to_owned(), Some(q.to_owned())),
-        None => (target.to_owned(), None),
-    };
-    let headers = parsed
-        .headers
-        .iter()
-        .map(|h| {
-            (
-                h.name.to_ascii_lowercase(),
-                String::from_utf8_lossy(h.value).trim().to_owned(),
-            )
-        })
-        .collect();
-    Ok(Head {
-        method: parsed.method.unwrap_or("").to_owned(),
-        path,
-        query,
-        version: parsed.version.unwrap_or(1),
-        headers,
-    })
-}
-
-/// What the head says about the message's framing and the connection.
-struct Framing {
-    body_len: usize,
-    keep_alive: bool,
-    /// `Expect: 100-continue` on HTTP/1.1.
-    expect_continue: bool,
-}
-
-/// Checks the head against HTTP/1.1's message rules and our limits.
-fn framing(
-    headers: &[(String, String)],
-    version: u8,
-    limits: &Limits,
-) -> Result<Framing, ReadError> {
-    let all = |name: &'static str| {
-        headers
-            .iter()
-            .filter(move |(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    };
-    // RFC 9112 3.2: exactly one Host in HTTP/1.1, or 400.
-    if version == 1 && all("host").count() != 1 {
-        return Err(ReadError::Reject(400, "Missing or repeated Host header."));
-    }
-    if all("transfer-encoding").next().is_some() {
-        // Chunked uploads are not needed by any client of this API; refusing
-        // them keeps request smuggling out by construction.
-        return Err(ReadError::Reject(411, "Length required."));
-    }
-    let body_len = {
-        let mut lengths = all("content-length");
-        match (lengths.next(), lengths.next()) {
-            (None, _) => 0,
-            (Some(v), None) => {
-                parse_content_length(v).ok_or(ReadError::Reject(400, "Invalid Content-Length."))?
-            }
-            (Some(_), Some(_)) => return Err(ReadError::Reject(400, "Repeated Content-Length.")),
-        }
-    };
-    if body_len > limits.body_bytes_max {
-        return Err(ReadError::Reject(413, "Request body too large."));
-    }
-    // RFC 9110 10.1.1: 100-continue is the only expectation defined; any
-    // other is 417. An HTTP/1.0 client cannot take a 100, so it is ignored.
-    let expect_continue = match all("expect").collect::<Vec<_>>().as_slice() {
-        [] => false,
-        _ if version == 0 => false,
-        [v] if v.eq_ignore_ascii_case("100-continue") => true,
-        _ => return Err(ReadError::Reject(417, "Expectation failed.")),
-    };
-    let conn = all("connection")
-        .map(str::to_ascii_lowercase)
-        .collect::<Vec<_>>()
-        .join(",");
-    let has = |t: &str| conn.split(',').any(|x| x.trim() == t);
-    let keep_alive = if version == 0 {
-        has("keep-alive")
-    } else {
-        !has("close")
-    };
-    Ok(Framing {
-        body_len,
-        keep_alive,
-        expect_continue,
-    })
-}
-
-/// Strictly digits (httparse leaves the value raw; `+5` or `5 5` are refused).
-fn parse_content_length(v: &str) -> Option<usize> {
-    if v.is_empty() || v.len() > 12 || !v.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    v.parse().ok()
-}
-
-fn find_head_end(buf: &[u8]) -> Option<usize> {
-    buf.windows(4).position(|w| w == b"\r\n\r\n").map(|p| p + 4)
 }
 
 fn read_more<S: TimedStream>(
