@@ -79,16 +79,19 @@ pub trait TimedStream: Read + Write {
 /// Serves requests on `stream` until the peer closes, asks to close, breaks a
 /// limit, `requests_per_connection_max` is reached, or `draining` is set
 /// (then the request in progress is answered with `Connection: close`).
+/// While `crowded` is set (the listener holds more connections than it
+/// keeps), a connection idle between requests is closed at its next look.
 pub fn serve<S: TimedStream>(
     stream: &mut S,
     peer: SocketAddr,
     limits: &Limits,
     handler: &dyn Fn(&Request) -> Response,
     draining: &AtomicBool,
+    crowded: &AtomicBool,
 ) {
     let mut buf: Vec<u8> = Vec::with_capacity(4096);
     for served in 0..limits.requests_per_connection_max {
-        if buf.is_empty() && !wait_for_request(stream, &mut buf, limits, draining) {
+        if buf.is_empty() && !wait_for_request(stream, &mut buf, limits, draining, crowded) {
             return;
         }
         let (req, keep_alive) = match read_request(stream, &mut buf, peer, limits) {
@@ -110,18 +113,26 @@ pub fn serve<S: TimedStream>(
 }
 
 /// Waits, idle, for the first bytes of the next request: true when some
-/// arrived. Gives up after the idle timeout, when the peer closes, or when
-/// draining (after [`DRAIN_GRACE`]).
+/// arrived. Gives up after the idle timeout, when the peer closes, when
+/// draining (after [`DRAIN_GRACE`]), or when crowded (after one slice).
 fn wait_for_request<S: TimedStream>(
     stream: &mut S,
     buf: &mut Vec<u8>,
     limits: &Limits,
     draining: &AtomicBool,
+    crowded: &AtomicBool,
 ) -> bool {
     let idle_until = Instant::now() + limits.idle_timeout;
     let mut drain_until: Option<Instant> = None;
+    let mut first = true;
     loop {
         let now = Instant::now();
+        // Shed under crowding, but not before one look at the socket: a
+        // request already sent is served.
+        if !first && crowded.load(Ordering::Acquire) {
+            return false;
+        }
+        first = false;
         if draining.load(Ordering::Acquire) && drain_until.is_none() {
             drain_until = Some(now + DRAIN_GRACE);
         }
@@ -293,6 +304,7 @@ mod tests {
             peer,
             &Limits::default(),
             &handler,
+            &AtomicBool::new(false),
             &AtomicBool::new(false),
         );
         String::from_utf8(m.output).unwrap()
