@@ -297,3 +297,46 @@ fn a_spoofed_asserted_identity_from_an_untrusted_source_is_ignored() {
     assert_eq!(s.status(&id)["caller_id_received"], "+79161234567");
     s.assert_no_panic();
 }
+
+#[test]
+fn a_provider_gone_mid_call_gets_the_final_on_timer_g_until_timer_h() {
+    let s = setup(3);
+    let (id, dial) = s.pending();
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let local = sock.local_addr().unwrap();
+    let m = invite(s.sip, local, &dial, "79161234567", "gone-1", "");
+    sock.send_to(m.as_bytes(), s.sip).unwrap();
+    let started = Instant::now();
+    // Never ACKed: RFC 3261 17.2.1 has the 603 repeated on Timer G (T1
+    // doubling to T2) until Timer H (64*T1 = 32 s), then the transaction
+    // ends. Watch a little past that.
+    let mut at = Vec::new();
+    let mut buf = vec![0u8; 4096];
+    while started.elapsed() < Duration::from_secs(36) {
+        sock.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        if let Ok((n, _)) = sock.recv_from(&mut buf) {
+            if buf[..n].starts_with(b"SIP/2.0 603") {
+                at.push(started.elapsed());
+            }
+        }
+    }
+    assert!(
+        (5..=13).contains(&at.len()),
+        "603 sent {} times: {at:?}",
+        at.len()
+    );
+    let last = *at.last().unwrap();
+    assert!(
+        last <= Duration::from_secs(33),
+        "a 603 after Timer H: {at:?}"
+    );
+    // Completed once; the next call on another number goes through.
+    assert_eq!(s.status(&id)["status"], "completed");
+    assert_eq!(count_logs(&s.server, "call completed a verification"), 1);
+    let (id2, dial2) = s.pending();
+    let got = provider_call(&s, &dial2, "after-gone");
+    assert_eq!(got.first().map(String::as_str), Some("SIP/2.0 603 Decline"));
+    assert_eq!(s.status(&id2)["status"], "completed");
+    s.assert_no_panic();
+}
