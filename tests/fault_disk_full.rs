@@ -52,6 +52,15 @@ fn a_full_disk_fails_writes_cleanly_and_the_service_recovers() {
         .status()
         .expect("running mount");
     assert!(mounted.success(), "mount -t tmpfs failed: {mounted}");
+    // Only ever fill the small tmpfs, never the disk under it.
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+    let dir = s.data_dir.to_str().unwrap();
+    assert!(
+        mounts
+            .lines()
+            .any(|l| l.split(' ').nth(4) == Some(dir) && l.contains(" - tmpfs ")),
+        "{dir} is not the test's tmpfs:\n{mounts}"
+    );
     s.launch();
     let token = s.new_client("acme");
     let mut acknowledged: Vec<Value> = Vec::new();

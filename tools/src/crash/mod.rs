@@ -59,6 +59,8 @@ const TTL_SECONDS: u32 = 30;
 /// How long the end waits for pending verifications to expire and for
 /// their webhooks (TTL, the expiry's rounding, a retry or two).
 const FINAL_WAIT: Duration = Duration::from_secs(TTL_SECONDS as u64 + 15);
+/// What the final read of every verification may take on top.
+const CHECKS_SLACK: Duration = Duration::from_secs(60);
 
 pub fn run(settings: &Settings) -> Result<Outcome> {
     let started = Instant::now();
@@ -92,7 +94,12 @@ pub fn run(settings: &Settings) -> Result<Outcome> {
         make_client,
         rng.next_u64(),
     )?;
-    let mut checker = make_client()?;
+    let mut checker = Checker {
+        client: make_client()?,
+        // Every check ends by then, whatever the service does.
+        until: started + settings.max_duration + FINAL_WAIT + CHECKS_SLACK,
+        gave_up: false,
+    };
     let mut kills = 0;
     while kills < settings.kills && started.elapsed() < settings.max_duration {
         let up = rng.range(settings.up_ms.0, settings.up_ms.1);
@@ -126,7 +133,11 @@ pub fn run(settings: &Settings) -> Result<Outcome> {
         let _ = t.join();
     }
     let calls = caller.finish();
-    finish(&mut checker, &ledger, &mut rng);
+    if svc.is_running() {
+        finish(&mut checker, &ledger, &mut rng);
+    } else {
+        ledger.violation("the service died on its own (not killed) before the final checks".into());
+    }
     svc.stop()?;
     check_rejections(&svc, &ledger, company);
     drop(receiver);
@@ -186,12 +197,37 @@ fn check_rejections(svc: &Service, ledger: &Ledger, company: i64) {
     }
 }
 
+/// The checks' client and their time bound.
+struct Checker {
+    client: Client,
+    until: Instant,
+    gave_up: bool,
+}
+
+impl Checker {
+    /// False (and a violation, once) when the checks are out of time: the
+    /// service stopped answering them.
+    fn in_time(&mut self, ledger: &Ledger) -> bool {
+        if Instant::now() < self.until {
+            return true;
+        }
+        if !self.gave_up {
+            self.gave_up = true;
+            ledger.violation("the checks ran out of time: the service stopped answering".into());
+        }
+        false
+    }
+}
+
 /// Reads a verification (retrying while the service settles) and checks
 /// it against the ledger.
-fn read_back(client: &mut Client, ledger: &Ledger, id: &str) -> Option<Value> {
+fn read_back(checker: &mut Checker, ledger: &Ledger, id: &str) -> Option<Value> {
     for _ in 0..20 {
+        if !checker.in_time(ledger) {
+            return None;
+        }
         let sent = Instant::now();
-        match client.read(id) {
+        match checker.client.read(id) {
             Ok(r) if r.status == 200 => {
                 let v = r.json()?;
                 ledger.observe(&v, sent);
@@ -210,7 +246,7 @@ fn read_back(client: &mut Client, ledger: &Ledger, id: &str) -> Option<Value> {
 
 /// After a restart: every verification not yet seen terminal and `sample`
 /// random terminal ones are read back and checked.
-fn check_round(client: &mut Client, ledger: &Ledger, rng: &mut Rng, sample: usize) {
+fn check_round(checker: &mut Checker, ledger: &Ledger, rng: &mut Rng, sample: usize) {
     let mut ids = ledger.open_ids();
     let all = ledger.ids();
     if !all.is_empty() {
@@ -222,7 +258,7 @@ fn check_round(client: &mut Client, ledger: &Ledger, rng: &mut Rng, sample: usiz
     ids.dedup();
     let read: Vec<Value> = ids
         .iter()
-        .filter_map(|id| read_back(client, ledger, id))
+        .filter_map(|id| read_back(checker, ledger, id))
         .collect();
     ledger.check_pending_numbers(&read);
     ledger.check_webhook_kinds();
@@ -230,17 +266,17 @@ fn check_round(client: &mut Client, ledger: &Ledger, rng: &mut Rng, sample: usiz
 
 /// The end: wait for every pending verification to end and for every
 /// webhook, then read everything once more.
-fn finish(client: &mut Client, ledger: &Ledger, rng: &mut Rng) {
+fn finish(checker: &mut Checker, ledger: &Ledger, rng: &mut Rng) {
     let deadline = Instant::now() + FINAL_WAIT;
     while Instant::now() < deadline {
-        check_round(client, ledger, rng, 0);
+        check_round(checker, ledger, rng, 0);
         if ledger.open_ids().is_empty() && ledger.undelivered().is_empty() {
             break;
         }
         std::thread::sleep(Duration::from_millis(500));
     }
     for id in ledger.ids() {
-        read_back(client, ledger, &id);
+        read_back(checker, ledger, &id);
     }
     ledger.check_webhook_kinds();
     let undelivered = ledger.undelivered();
