@@ -98,8 +98,16 @@ fn provider_call(s: &Setup, dial: &str, call_id: &str) -> Vec<String> {
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
     let local = sock.local_addr().unwrap();
     let msg = invite(s.sip, local, dial, "79161234567", call_id, "");
-    sock.send_to(msg.as_bytes(), s.sip).unwrap();
-    let got = finals_up_to(&sock, Duration::from_secs(5), 1);
+    // Retransmitted on Timer A (T1 = 500 ms, doubling) as a provider's
+    // gateway does, for up to 8 s: UDP under a flood may lose one.
+    let started = Instant::now();
+    let mut interval = Duration::from_millis(500);
+    let mut got = Vec::new();
+    while got.is_empty() && started.elapsed() < Duration::from_secs(8) {
+        sock.send_to(msg.as_bytes(), s.sip).unwrap();
+        got = finals_up_to(&sock, interval, 1);
+        interval = (interval * 2).min(Duration::from_secs(4));
+    }
     let ack = format!(
         "ACK sip:{dial}@{} SIP/2.0\r\nVia: SIP/2.0/UDP {local};branch=z9hG4bK{call_id};rport\r\n\
          From: <sip:79161234567@{local}>;tag=t{call_id}\r\nTo: <sip:{dial}@{}>\r\n\
@@ -136,8 +144,10 @@ fn a_flood_from_an_unknown_source_does_not_stop_provider_calls() {
         "{got:?}"
     );
     let took = started.elapsed();
+    eprintln!("the provider's call under the flood took {took:?}");
+    // Within its first retransmissions (at 0.5 s, 1.5 s, 3.5 s).
     assert!(
-        took < Duration::from_secs(2),
+        took < Duration::from_secs(4),
         "the provider's call took {took:?} under the flood"
     );
     let flooder = flood.join().unwrap();
