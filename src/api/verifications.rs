@@ -11,7 +11,7 @@ use dialproof_engine::pool::Pool;
 use dialproof_engine::time::UnixMillis;
 use dialproof_engine::validate::{media_type, parse_create, CreateError, FieldErrors};
 use dialproof_engine::verification::{Event, Status};
-use dialproof_storage::{KeyRow, NewRejection, StorageError, VerificationRow, WriteOp};
+use dialproof_storage::{KeyRow, NewRejection, StorageError, Store, VerificationRow, WriteOp};
 use std::time::Duration;
 
 /// How long a request waits for its commit or read. The writer commits in
@@ -85,7 +85,13 @@ pub fn create(app: &App, req: &Request, key: &KeyRow, now: UnixMillis) -> Respon
     };
 
     let Some((dial_number, generation)) = app.leases.lease(input.pool, key.company_id) else {
-        return no_number(app, key, &input.phone, input.pool, now);
+        return no_number(
+            &app.store,
+            &app.metrics,
+            key,
+            (&input.phone, input.pool),
+            now,
+        );
     };
 
     let id = VerificationKey::new(now, rand::random::<u128>()).id();
@@ -147,8 +153,14 @@ pub fn create(app: &App, req: &Request, key: &KeyRow, now: UnixMillis) -> Respon
 
 /// No qualifying number is free: the 503, recorded as a rejection row
 /// first.
-fn no_number(app: &App, key: &KeyRow, phone: &str, pool: Pool, now: UnixMillis) -> Response {
-    Metrics::inc(&app.metrics.creates_rejected_no_number);
+fn no_number(
+    store: &Store,
+    metrics: &Metrics,
+    key: &KeyRow,
+    (phone, pool): (&str, Pool),
+    now: UnixMillis,
+) -> Response {
+    Metrics::inc(&metrics.creates_rejected_no_number);
     tracing::warn!(
         key = %key.prefix,
         company_id = key.company_id,
@@ -166,17 +178,14 @@ fn no_number(app: &App, key: &KeyRow, phone: &str, pool: Pool, now: UnixMillis) 
     // The 503 goes out only once its row is stored (README, "503").
     let mut refused = None;
     let stored = wait_for(STORAGE_WAIT, |reply| {
-        if let Err(e) = app
-            .store
-            .submit(WriteOp::InsertRejection { rejection, reply })
-        {
+        if let Err(e) = store.submit(WriteOp::InsertRejection { rejection, reply }) {
             refused = Some(e);
         }
     });
     match (refused, stored) {
         (None, Some(Ok(()))) => {}
-        (Some(e), _) => return rejection_not_stored(app, Some(Err(e))),
-        (None, other) => return rejection_not_stored(app, other),
+        (Some(e), _) => return rejection_not_stored(metrics, Some(Err(e))),
+        (None, other) => return rejection_not_stored(metrics, other),
     }
     let body = NoNumberAvailable {
         error: texts::NO_NUMBER_CODE,
@@ -192,9 +201,10 @@ fn no_number(app: &App, key: &KeyRow, phone: &str, pool: Pool, now: UnixMillis) 
 
 /// A 503 whose rejection row did not commit is not answered as a 503 (it
 /// would be an acknowledged rejection with no row): the DRF 500 instead.
-fn rejection_not_stored(app: &App, result: Option<Result<(), StorageError>>) -> Response {
+fn rejection_not_stored(metrics: &Metrics, result: Option<Result<(), StorageError>>) -> Response {
     tracing::error!(error = %failure_text(result), "503 rejection not stored");
-    server_error(app)
+    Metrics::inc(&metrics.storage_errors);
+    Response::detail(500, texts::SERVER_ERROR)
 }
 
 fn invalid(app: &App, errors: &FieldErrors) -> Response {
