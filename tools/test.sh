@@ -85,3 +85,7 @@ fi
 echo "== loom model checks (lease table)"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
   cargo test -p dialproof-engine --test loom_lease --release --quiet
+
+# The cargo-fuzz targets, 60 s each, only where a nightly toolchain and
+# cargo-fuzz are installed (tools/fuzz.sh says so and skips otherwise).
+bash tools/fuzz.sh

@@ -19,6 +19,7 @@ pub mod apikey;
 pub mod csrf;
 pub mod dev_urls;
 pub mod expiry;
+pub mod http_head;
 pub mod ids;
 pub mod lease;
 pub mod pool;

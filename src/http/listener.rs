@@ -16,9 +16,15 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Concurrent connections per listener; beyond it new ones are closed at
-/// once rather than queued, so a flood cannot exhaust memory.
+/// Connections per listener kept open. Beyond it the listener is crowded:
+/// connections idle between requests are closed (each at its next look,
+/// within a second: `IDLE_SLICE` in `conn.rs`) until it is not, so new
+/// clients are still served under a flood of idle ones.
 pub const CONNECTIONS_MAX: usize = 10_000;
+/// Connections per listener at all; beyond it new ones are closed at once
+/// rather than queued, so a flood cannot exhaust memory (about 30 KiB each
+/// when idle, README "Reliability").
+pub const CONNECTIONS_HARD_MAX: usize = CONNECTIONS_MAX + CONNECTIONS_MAX / 5;
 /// Time allowed for the TLS handshake.
 pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Stack of each connection coroutine. rustls needs ~12 KiB and logging
@@ -81,7 +87,7 @@ pub fn spawn_https(
     stop: Arc<AtomicBool>,
 ) -> io::Result<Listening> {
     let draining = stop.clone();
-    spawn_listener(addr, stop, move |mut tcp, peer| {
+    spawn_listener(addr, stop, move |tcp, peer, crowded| {
         let _ = tcp.tcp().set_nodelay(true);
         let conn = match rustls::ServerConnection::new(tls.clone()) {
             Ok(c) => c,
@@ -90,21 +96,55 @@ pub fn spawn_https(
                 return;
             }
         };
-        if tcp.set_read_timeout(Some(TLS_HANDSHAKE_TIMEOUT)).is_err() {
+        let mut stream: TlsStream = rustls::StreamOwned::new(conn, tcp);
+        if !handshake(&mut stream) {
             return;
         }
-        let mut stream: TlsStream = rustls::StreamOwned::new(conn, tcp);
-        // Drive the handshake before the first request so a peer that never
-        // finishes it is dropped by the handshake timeout.
-        while stream.conn.is_handshaking() {
-            if stream.conn.complete_io(&mut stream.sock).is_err() {
-                return;
-            }
-        }
-        http::serve(&mut stream, peer, &limits, &*handler, &draining);
+        http::serve(&mut stream, peer, &limits, &*handler, &draining, crowded);
         stream.conn.send_close_notify();
         let _ = stream.conn.complete_io(&mut stream.sock);
     })
+}
+
+/// Drives the TLS handshake before the first request: false when it failed
+/// or did not finish within [`TLS_HANDSHAKE_TIMEOUT`]. The timeout is for
+/// the whole handshake, not each read, so a peer trickling its ClientHello
+/// a byte at a time is dropped too (`tests/hostile_http_slow.rs`).
+fn handshake(stream: &mut TlsStream) -> bool {
+    // Not `complete_io`: it loops inside until the handshake is done, so a
+    // deadline checked around it is never reached while bytes trickle in.
+    let deadline = std::time::Instant::now() + TLS_HANDSHAKE_TIMEOUT;
+    let (conn, sock) = (&mut stream.conn, &mut stream.sock);
+    while conn.is_handshaking() {
+        while conn.wants_write() {
+            if conn.write_tls(sock).is_err() {
+                return false;
+            }
+        }
+        if !conn.is_handshaking() {
+            break;
+        }
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() || sock.set_read_timeout(Some(left)).is_err() {
+            return false;
+        }
+        match conn.read_tls(sock) {
+            Ok(0) | Err(_) => return false,
+            Ok(_) => {}
+        }
+        if conn.process_new_packets().is_err() {
+            // Tell the peer why (an alert) before the close.
+            let _ = conn.write_tls(sock);
+            return false;
+        }
+    }
+    // What follows the handshake (TLS 1.3 session tickets).
+    while conn.wants_write() {
+        if conn.write_tls(sock).is_err() {
+            return false;
+        }
+    }
+    true
 }
 
 /// The plain-HTTP listener: every request is answered by `handler` (the
@@ -116,21 +156,22 @@ pub fn spawn_plain(
     stop: Arc<AtomicBool>,
 ) -> io::Result<Listening> {
     let draining = stop.clone();
-    spawn_listener(addr, stop, move |tcp, peer| {
+    spawn_listener(addr, stop, move |tcp, peer, crowded| {
         let mut stream = tcp;
-        http::serve(&mut stream, peer, &limits, &*handler, &draining);
+        http::serve(&mut stream, peer, &limits, &*handler, &draining, crowded);
     })
 }
 
 fn spawn_listener<F>(addr: SocketAddr, stop: Arc<AtomicBool>, serve: F) -> io::Result<Listening>
 where
-    F: Fn(Watched, SocketAddr) + Send + Sync + 'static,
+    F: Fn(Watched, SocketAddr, &AtomicBool) + Send + Sync + 'static,
 {
     let listener = may::net::TcpListener::bind(addr)?;
     let local = listener.local_addr()?;
     let watchdog = Watchdog::start(&local.to_string())?;
     let serve = Arc::new(serve);
     let open = Arc::new(AtomicUsize::new(0));
+    let crowded = Arc::new(AtomicBool::new(false));
     let listening = Listening {
         addr: local,
         open: open.clone(),
@@ -151,17 +192,20 @@ where
                 Ok(p) => p,
                 Err(_) => continue,
             };
-            if open.fetch_add(1, Ordering::AcqRel) >= CONNECTIONS_MAX {
+            let now_open = open.fetch_add(1, Ordering::AcqRel) + 1;
+            if now_open > CONNECTIONS_HARD_MAX {
                 open.fetch_sub(1, Ordering::AcqRel);
                 tracing::warn!(%peer, "connection limit reached; closing new connection");
                 continue;
             }
+            crowded.store(now_open > CONNECTIONS_MAX, Ordering::Release);
             let serve = serve.clone();
-            let open = open.clone();
+            let (open, crowded) = (open.clone(), crowded.clone());
             let tcp = watchdog.watch(tcp);
             spawn_coroutine(move || {
-                serve(tcp, peer);
-                open.fetch_sub(1, Ordering::AcqRel);
+                serve(tcp, peer, &crowded);
+                let left = open.fetch_sub(1, Ordering::AcqRel) - 1;
+                crowded.store(left > CONNECTIONS_MAX, Ordering::Release);
             });
         }
         // `listener` is dropped here: new connections are refused.

@@ -83,6 +83,7 @@ impl Response {
 
 fn reason_phrase(status: u16) -> &'static str {
     match status {
+        100 => "Continue",
         200 => "OK",
         201 => "Created",
         301 => "Moved Permanently",
@@ -94,6 +95,8 @@ fn reason_phrase(status: u16) -> &'static str {
         408 => "Request Timeout",
         411 => "Length Required",
         413 => "Payload Too Large",
+        415 => "Unsupported Media Type",
+        417 => "Expectation Failed",
         429 => "Too Many Requests",
         431 => "Request Header Fields Too Large",
         500 => "Internal Server Error",

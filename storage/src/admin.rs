@@ -135,6 +135,15 @@ impl Admin {
         companies::companies(&self.conn)
     }
 
+    /// How many 503 rejections of `company_id` are stored (the crash
+    /// harness checks that none it was answered is missing).
+    pub fn rejection_count(&self, company_id: CompanyId) -> Result<i64, StorageError> {
+        Ok(self
+            .conn
+            .prepare_cached("SELECT count(*) FROM rejections WHERE company_id = ?1")?
+            .query_row(params![company_id], |r| r.get(0))?)
+    }
+
     /// One company by id.
     pub fn company(&self, id: CompanyId) -> Result<Option<CompanyRow>, StorageError> {
         companies::company(&self.conn, id)

@@ -34,6 +34,13 @@ pub enum Answer {
     /// 200; at most this long, so a failing test cannot hang its receiver
     /// (keep it under the sender's 10 s timeout, or the attempt fails).
     Hold(Duration),
+    /// Close the connection with a TCP reset, no answer.
+    Reset,
+    /// Bytes that are not HTTP, then close.
+    Garbage,
+    /// `200` with a body of this many bytes, streamed until the peer stops
+    /// reading (a receiver answering gigabytes).
+    Huge(u64),
 }
 
 /// Requests being answered, and the gate [`Answer::Hold`] waits at.
@@ -356,7 +363,12 @@ fn serve(
             headers,
             body,
         });
+        if answer_abnormally(&mut writer, &answer, &concurrency) {
+            return;
+        }
         let (status, extra) = match answer {
+            // Answered above.
+            Answer::Reset | Answer::Garbage | Answer::Huge(_) => return,
             Answer::Status(s) => (s, String::new()),
             Answer::Slow(d, s) => {
                 std::thread::sleep(d);
@@ -382,6 +394,43 @@ fn serve(
             return;
         }
     }
+}
+
+/// Answers [`Answer::Reset`], [`Answer::Garbage`] and [`Answer::Huge`]
+/// and closes the connection (true); false for the other answers.
+fn answer_abnormally(writer: &mut TcpStream, answer: &Answer, concurrency: &Concurrency) -> bool {
+    if !matches!(answer, Answer::Reset | Answer::Garbage | Answer::Huge(_)) {
+        return false;
+    }
+    concurrency.open.fetch_sub(1, Ordering::AcqRel);
+    concurrency.answered.fetch_add(1, Ordering::AcqRel);
+    match answer {
+        Answer::Reset => {
+            // SO_LINGER 0: the close sends RST instead of FIN.
+            let _ = socket2::SockRef::from(&*writer).set_linger(Some(Duration::ZERO));
+        }
+        Answer::Garbage => {
+            let _ = writer.write_all(b"SSH-2.0-OpenSSH_9.6\r\n\x00\xff\xfe not http\r\n\r\n");
+        }
+        Answer::Huge(n) => {
+            let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {n}\r\n\r\n");
+            let chunk = vec![b'x'; 64 * 1024];
+            let mut left = *n;
+            let ok = writer.write_all(head.as_bytes()).is_ok();
+            while ok && left > 0 {
+                let take = left.min(chunk.len() as u64) as usize;
+                if writer.write_all(&chunk[..take]).is_err() {
+                    break;
+                }
+                left -= take as u64;
+            }
+        }
+        _ => {}
+    }
+    if !matches!(answer, Answer::Reset) {
+        let _ = writer.shutdown(std::net::Shutdown::Both);
+    }
+    true
 }
 
 /// The Stripe scheme, verified by Python's standard library: `t=` within

@@ -4,6 +4,8 @@
 //!   by the webhook receiver and the load generator.
 //! - [`webhook_receiver`]: a loopback HTTP/1.1 receiver of webhooks that
 //!   verifies each one and hands it to a callback.
+//! - [`crash`]: the crash harness (`dialproof-crash-loop`): SIGKILLs under
+//!   mixed load and the invariants checked after each restart.
 //! - [`load`]: the HTTPS load generator (`dialproof-load`).
 //! - [`sip_caller`]: a small UDP INVITE/ACK client that places calls the way
 //!   a provider's gateway would (used by the load generator).
@@ -13,6 +15,7 @@
 //! used for SIP message parsing alone).
 #![forbid(unsafe_code)]
 
+pub mod crash;
 pub mod load;
 pub mod signature;
 pub mod sip_caller;

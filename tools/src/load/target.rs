@@ -110,7 +110,7 @@ fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-fn client_config(trust: Trust<'_>) -> Result<Arc<ClientConfig>> {
+pub(crate) fn client_config(trust: Trust<'_>) -> Result<Arc<ClientConfig>> {
     let builder = ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .context("TLS protocol versions")?;

@@ -1,0 +1,200 @@
+//! The HTTP/1.1 request head, parsed and checked without IO: where a head
+//! ends, whether the bytes so far can start a request at all, the request
+//! line and header fields (bounded by [`HeadLimits`]), and HTTP/1.1's
+//! message rules for framing (RFC 9112/9110: exactly one `Host`, no
+//! `Transfer-Encoding`, one numeric `Content-Length` within the limit,
+//! `Expect`, `Connection`). Each refusal is the status and text to answer.
+//! The binary's connection loop (`src/http/conn.rs`) does the reading and
+//! the timing; the fuzz target `http_request` and
+//! `tests/edges_never_panic.rs` drive [`exercise`].
+//!
+//! Not for: reading sockets, timeouts, bodies or routing.
+
+/// What a peer may send in a head, and the body size it may announce.
+#[derive(Debug, Clone, Copy)]
+pub struct HeadLimits {
+    /// Request line plus headers, in bytes (431 beyond).
+    pub header_bytes_max: usize,
+    /// Number of header fields (431 beyond).
+    pub header_count_max: usize,
+    /// Body bytes (413 beyond).
+    pub body_bytes_max: usize,
+}
+
+/// A refusal: answer `status` with `text` and close.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reject {
+    pub status: u16,
+    pub text: &'static str,
+}
+
+impl Reject {
+    const fn new(status: u16, text: &'static str) -> Reject {
+        Reject { status, text }
+    }
+}
+
+/// How much of the start of a head is parsed before it is complete: enough
+/// for the request line, so bytes that cannot start an HTTP request (a TLS
+/// ClientHello on the plain port, binary garbage) get their 400 at once
+/// instead of after the read timeout. Only the start, so a peer trickling
+/// a long head does not make every read re-parse kilobytes.
+const EARLY_PARSE_BYTES: usize = 1024;
+
+/// A 400 for an incomplete head whose start is already not HTTP.
+pub fn reject_garbage_early(buf: &[u8], limits: &HeadLimits) -> Result<(), Reject> {
+    if buf.is_empty() || buf.len() > EARLY_PARSE_BYTES {
+        return Ok(());
+    }
+    let mut storage = vec![httparse::EMPTY_HEADER; limits.header_count_max];
+    match httparse::Request::new(&mut storage).parse(buf) {
+        Ok(_) | Err(httparse::Error::TooManyHeaders) => Ok(()),
+        Err(_) => Err(Reject::new(400, "Malformed request.")),
+    }
+}
+
+/// A request head, parsed and owned.
+pub struct Head {
+    pub method: String,
+    pub path: String,
+    pub query: Option<String>,
+    /// 0 for HTTP/1.0, 1 for HTTP/1.1.
+    pub version: u8,
+    pub headers: Vec<(String, String)>,
+}
+
+pub fn parse_head(raw: &[u8], limits: &HeadLimits) -> Result<Head, Reject> {
+    let mut header_storage = vec![httparse::EMPTY_HEADER; limits.header_count_max];
+    let mut parsed = httparse::Request::new(&mut header_storage);
+    match parsed.parse(raw) {
+        Ok(httparse::Status::Complete(_)) => {}
+        Ok(httparse::Status::Partial) => return Err(Reject::new(400, "Malformed request.")),
+        Err(httparse::Error::TooManyHeaders) => {
+            return Err(Reject::new(431, "Too many header fields."))
+        }
+        Err(_) => return Err(Reject::new(400, "Malformed request.")),
+    }
+    let target = parsed.path.unwrap_or("");
+    if !target.starts_with('/') {
+        return Err(Reject::new(400, "Malformed request target."));
+    }
+    let (path, query) = match target.split_once('?') {
+        Some((p, q)) => (p.to_owned(), Some(q.to_owned())),
+        None => (target.to_owned(), None),
+    };
+    let headers = parsed
+        .headers
+        .iter()
+        .map(|h| {
+            (
+                h.name.to_ascii_lowercase(),
+                String::from_utf8_lossy(h.value).trim().to_owned(),
+            )
+        })
+        .collect();
+    Ok(Head {
+        method: parsed.method.unwrap_or("").to_owned(),
+        path,
+        query,
+        version: parsed.version.unwrap_or(1),
+        headers,
+    })
+}
+
+/// What the head says about the message's framing and the connection.
+pub struct Framing {
+    pub body_len: usize,
+    pub keep_alive: bool,
+    /// `Expect: 100-continue` on HTTP/1.1.
+    pub expect_continue: bool,
+}
+
+/// Checks the head against HTTP/1.1's message rules and our limits.
+pub fn framing(
+    headers: &[(String, String)],
+    version: u8,
+    limits: &HeadLimits,
+) -> Result<Framing, Reject> {
+    let all = |name: &'static str| {
+        headers
+            .iter()
+            .filter(move |(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    };
+    // RFC 9112 3.2: exactly one Host in HTTP/1.1, or 400.
+    if version == 1 && all("host").count() != 1 {
+        return Err(Reject::new(400, "Missing or repeated Host header."));
+    }
+    if all("transfer-encoding").next().is_some() {
+        // Chunked uploads are not needed by any client of this API; refusing
+        // them keeps request smuggling out by construction.
+        return Err(Reject::new(411, "Length required."));
+    }
+    let body_len = {
+        let mut lengths = all("content-length");
+        match (lengths.next(), lengths.next()) {
+            (None, _) => 0,
+            (Some(v), None) => {
+                parse_content_length(v).ok_or(Reject::new(400, "Invalid Content-Length."))?
+            }
+            (Some(_), Some(_)) => return Err(Reject::new(400, "Repeated Content-Length.")),
+        }
+    };
+    if body_len > limits.body_bytes_max {
+        return Err(Reject::new(413, "Request body too large."));
+    }
+    // RFC 9110 10.1.1: 100-continue is the only expectation defined; any
+    // other is 417. An HTTP/1.0 client cannot take a 100, so it is ignored.
+    let expect_continue = match all("expect").collect::<Vec<_>>().as_slice() {
+        [] => false,
+        _ if version == 0 => false,
+        [v] if v.eq_ignore_ascii_case("100-continue") => true,
+        _ => return Err(Reject::new(417, "Expectation failed.")),
+    };
+    let conn = all("connection")
+        .map(str::to_ascii_lowercase)
+        .collect::<Vec<_>>()
+        .join(",");
+    let has = |t: &str| conn.split(',').any(|x| x.trim() == t);
+    let keep_alive = if version == 0 {
+        has("keep-alive")
+    } else {
+        !has("close")
+    };
+    Ok(Framing {
+        body_len,
+        keep_alive,
+        expect_continue,
+    })
+}
+
+/// Strictly digits (httparse leaves the value raw; `+5` or `5 5` are refused).
+pub fn parse_content_length(v: &str) -> Option<usize> {
+    if v.is_empty() || v.len() > 12 || !v.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    v.parse().ok()
+}
+
+pub fn find_head_end(buf: &[u8]) -> Option<usize> {
+    buf.windows(4).position(|w| w == b"\r\n\r\n").map(|p| p + 4)
+}
+
+/// Everything above on arbitrary bytes, as the connection loop would use it
+/// (for fuzzing: any panic is a bug).
+pub fn exercise(data: &[u8]) {
+    let limits = HeadLimits {
+        header_bytes_max: 16 * 1024,
+        header_count_max: 64,
+        body_bytes_max: 64 * 1024,
+    };
+    let _ = reject_garbage_early(data, &limits);
+    if let Some(end) = find_head_end(data) {
+        if let Ok(head) = parse_head(&data[..end], &limits) {
+            let _ = framing(&head.headers, head.version, &limits);
+        }
+    }
+    if let Ok(text) = std::str::from_utf8(data) {
+        let _ = parse_content_length(text);
+    }
+}
