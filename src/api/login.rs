@@ -15,7 +15,8 @@ use crate::api::sessions;
 use crate::http::{Request, Response};
 use crate::shared::wait::wait_for;
 use dialproof_engine::ratelimit::{throttled_detail, Decision};
-use dialproof_storage::{NewSession, WriteOp};
+use dialproof_engine::time::UnixMillis;
+use dialproof_storage::{NewSession, UserRow, WriteOp};
 use serde_json::{json, Value};
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -70,7 +71,22 @@ pub fn login(ctx: &Api, req: &Request) -> Response {
             return envelope(400, "invalid_request", "Некорректный запрос.", Some(fields))
         }
     };
+    match checked_user(ctx, req, email, password) {
+        Ok(user) => start_session(ctx, &user, now),
+        Err(answer) => answer,
+    }
+}
 
+/// The user whose password this is, or the answer: 401 for a wrong email
+/// or password (the same work either way, against a dummy hash when there
+/// is no such user), 503 when the hashing threads are saturated, 500 when
+/// storage fails.
+fn checked_user(
+    ctx: &Api,
+    req: &Request,
+    email: String,
+    password: String,
+) -> Result<UserRow, Response> {
     let user = wait_for(STORAGE_WAIT, |reply| {
         let email = email.clone();
         ctx.store.read(move |r| r.user_by_email(&email), reply)
@@ -80,7 +96,12 @@ pub fn login(ctx: &Api, req: &Request) -> Response {
         other => {
             let error = crate::shared::wait::read_failure_text(other);
             tracing::error!(%error, "user lookup failed");
-            return envelope(500, "internal_error", super::texts::SERVER_ERROR, None);
+            return Err(envelope(
+                500,
+                "internal_error",
+                super::texts::SERVER_ERROR,
+                None,
+            ));
         }
     };
     let phc = user
@@ -90,23 +111,26 @@ pub fn login(ctx: &Api, req: &Request) -> Response {
     let matches = ctx.offload.run(HASH_WAIT, move || {
         sessions::verify_password(&password, &phc)
     });
-    let user = match (matches, user) {
-        (Some(true), Some(user)) => user,
-        (None, _) => {
-            return envelope(503, "service_unavailable", "Повторите попытку позже.", None)
-                .with_header("Retry-After", "1")
-        }
+    match (matches, user) {
+        (Some(true), Some(user)) => Ok(user),
+        (None, _) => Err(
+            envelope(503, "service_unavailable", "Повторите попытку позже.", None)
+                .with_header("Retry-After", "1"),
+        ),
         _ => {
             tracing::info!(%email, peer = %req.peer, "dashboard login refused");
-            return envelope(
+            Err(envelope(
                 401,
                 "authentication_failed",
                 "Неверный email или пароль.",
                 None,
-            );
+            ))
         }
-    };
+    }
+}
 
+/// Stores a new session for `user` and answers 200 with its cookie.
+fn start_session(ctx: &Api, user: &UserRow, now: UnixMillis) -> Response {
     let (token, token_hash) = sessions::mint_token();
     let expires_at = now.plus_seconds(sessions::SESSION_SECONDS);
     let session = NewSession {

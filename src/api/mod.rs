@@ -217,60 +217,14 @@ enum Caller {
 
 fn endpoint(ctx: &Api, req: &Request, route: Route<'_>) -> Response {
     let now = ctx.now();
-    let caller = match auth::authenticate(ctx, req, now) {
-        Ok(k) => Caller::Key(k),
-        // With no Authorization header at all, a live dashboard session
-        // authenticates; a bad bearer header is a 401 whatever the cookies.
-        Err(resp) => match req
-            .header("authorization")
-            .is_none()
-            .then(|| sessions::session_user(ctx, req, now))
-            .flatten()
-        {
-            Some(user) => Caller::Session(user),
-            None => {
-                Metrics::inc(&ctx.metrics.auth_failures);
-                tracing::debug!(peer = %req.peer, path = %req.path, "authentication failed");
-                return resp;
-            }
-        },
+    let caller = match caller(ctx, req, now) {
+        Ok(caller) => caller,
+        Err(answer) => return answer,
     };
-    // Permission: the verification endpoints take API keys only; a logged-in
-    // dashboard user may read the schema.
-    let (bucket, limit, key) = match caller {
-        Caller::Key(key) => {
-            let limit = key
-                .rate_limit_per_minute
-                .unwrap_or(dialproof_engine::ratelimit::LIMIT_PER_MINUTE_DEFAULT);
-            (key.prefix.clone(), limit, Some(key))
-        }
-        Caller::Session(user) if route == Route::Schema => (
-            format!("user:{}", user.user_id),
-            dialproof_engine::ratelimit::LIMIT_PER_MINUTE_DEFAULT,
-            None,
-        ),
-        Caller::Session(_) => return Response::detail(403, texts::KEY_REQUIRED),
+    let key = match admitted(ctx, caller, &route, now) {
+        Ok(key) => key,
+        Err(answer) => return answer,
     };
-    if let Decision::Refuse {
-        retry_after_seconds,
-        blocked,
-    } = ctx.limiters.check(&bucket, now, limit)
-    {
-        Metrics::inc(&ctx.metrics.throttled);
-        if blocked {
-            tracing::warn!(caller = %bucket, retry_after_seconds, "request from a blocked caller");
-        }
-        return Response::detail(429, &throttled_detail(retry_after_seconds))
-            .with_header("Retry-After", retry_after_seconds.to_string());
-    }
-    if let Some(key) = &key {
-        if ctx.limiters.should_touch(&key.prefix, now) {
-            let _ = ctx.store.submit(dialproof_storage::WriteOp::TouchKey {
-                key_id: key.id,
-                at: now,
-            });
-        }
-    }
     let allowed = match route {
         Route::Collection | Route::Cancel(_) => "POST",
         Route::Item(_) | Route::Schema => "GET",
@@ -292,6 +246,73 @@ fn endpoint(ctx: &Api, req: &Request, route: Route<'_>) -> Response {
         Route::Cancel(id) => verifications::cancel(ctx, &key, id, now),
         Route::Schema => Response::json(200, crate::openapi::schema_json()),
     }
+}
+
+/// Who is calling, or the 401: a bearer key, else (with no Authorization
+/// header at all) a live dashboard session; a bad bearer header is a 401
+/// whatever the cookies.
+fn caller(ctx: &Api, req: &Request, now: UnixMillis) -> Result<Caller, Response> {
+    match auth::authenticate(ctx, req, now) {
+        Ok(k) => Ok(Caller::Key(k)),
+        Err(resp) => match req
+            .header("authorization")
+            .is_none()
+            .then(|| sessions::session_user(ctx, req, now))
+            .flatten()
+        {
+            Some(user) => Ok(Caller::Session(user)),
+            None => {
+                Metrics::inc(&ctx.metrics.auth_failures);
+                tracing::debug!(peer = %req.peer, path = %req.path, "authentication failed");
+                Err(resp)
+            }
+        },
+    }
+}
+
+/// Permission, then the caller's window: the verification endpoints take
+/// API keys only (a session gets 403); a logged-in dashboard user may read
+/// the schema. Returns the key, if the caller is one, or the 403 or 429.
+fn admitted(
+    ctx: &Api,
+    caller: Caller,
+    route: &Route<'_>,
+    now: UnixMillis,
+) -> Result<Option<dialproof_storage::KeyRow>, Response> {
+    let limit_default = dialproof_engine::ratelimit::LIMIT_PER_MINUTE_DEFAULT;
+    let (bucket, limit, key) = match caller {
+        Caller::Key(key) => {
+            let limit = key.rate_limit_per_minute.unwrap_or(limit_default);
+            (key.prefix.clone(), limit, Some(key))
+        }
+        Caller::Session(user) if *route == Route::Schema => {
+            (format!("user:{}", user.user_id), limit_default, None)
+        }
+        Caller::Session(_) => return Err(Response::detail(403, texts::KEY_REQUIRED)),
+    };
+    if let Decision::Refuse {
+        retry_after_seconds,
+        blocked,
+    } = ctx.limiters.check(&bucket, now, limit)
+    {
+        Metrics::inc(&ctx.metrics.throttled);
+        if blocked {
+            tracing::warn!(caller = %bucket, retry_after_seconds, "request from a blocked caller");
+        }
+        return Err(
+            Response::detail(429, &throttled_detail(retry_after_seconds))
+                .with_header("Retry-After", retry_after_seconds.to_string()),
+        );
+    }
+    if let Some(key) = &key {
+        if ctx.limiters.should_touch(&key.prefix, now) {
+            let _ = ctx.store.submit(dialproof_storage::WriteOp::TouchKey {
+                key_id: key.id,
+                at: now,
+            });
+        }
+    }
+    Ok(key)
 }
 
 #[cfg(test)]
