@@ -7,6 +7,7 @@
 //! once, at creation, and are never retrievable again.
 
 mod delivery;
+mod keys;
 mod rejection;
 
 use crate::shared::config::Config;
@@ -15,7 +16,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use dialproof_engine::apikey;
 use dialproof_engine::time::UnixMillis;
 use dialproof_storage::Admin;
-use dialproof_storage::{CompanyRow, KeyRow};
+use dialproof_storage::CompanyRow;
 use rand::RngCore;
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -202,7 +203,7 @@ pub fn run(args: Args) -> Result<()> {
             anyhow::bail!("`serve` starts the service; it is not an operator command")
         }
         Command::Company(c) => company(&admin, c, &out),
-        Command::Key(k) => key(&admin, k, &out),
+        Command::Key(k) => keys::run(&admin, k, &out),
         Command::Number(n) => number(&admin, &config, n, &out),
         Command::User(u) => user(&admin, u, &out),
         Command::Delivery(d) => delivery::run(&admin, d, out.json, now()),
@@ -365,112 +366,6 @@ fn print_dev_urls(out: &Output, id: i64, urls: &[String], verb: &str) {
             format!("company {id}: development URLs {verb}: {}", urls.join(" "))
         }
     });
-}
-
-fn key_json(k: &KeyRow) -> serde_json::Value {
-    json!({
-        "id": k.id,
-        "company_id": k.company_id,
-        "label": k.label,
-        "prefix": k.prefix,
-        "created_at": k.created_at.to_rfc3339(),
-        "last_used_at": k.last_used_at.map(UnixMillis::to_rfc3339),
-        "revoked_at": k.revoked_at.map(UnixMillis::to_rfc3339),
-        "rate_limit_per_minute": k.rate_limit_per_minute
-            .unwrap_or(dialproof_engine::ratelimit::LIMIT_PER_MINUTE_DEFAULT),
-        "rate_limit_is_default": k.rate_limit_per_minute.is_none(),
-    })
-}
-
-fn key(admin: &Admin, cmd: KeyCmd, out: &Output) -> Result<()> {
-    match cmd {
-        KeyCmd::Create { company, label } => key_create(admin, company, &label, out)?,
-        KeyCmd::List { company } => {
-            let all = storage(admin.list_keys(company))?;
-            out.print(json!(all.iter().map(key_json).collect::<Vec<_>>()), || {
-                key_table(&all)
-            });
-        }
-        KeyCmd::Revoke { prefix } => {
-            if !storage(admin.revoke_key(&prefix, now()))? {
-                bail!("no active key with prefix {prefix:?}");
-            }
-            out.print(json!({"prefix": prefix, "revoked": true}), || {
-                format!("key {prefix} revoked")
-            });
-        }
-        KeyCmd::SetLimit { prefix, limit } => key_set_limit(admin, &prefix, &limit, out)?,
-    }
-    Ok(())
-}
-
-/// A new key for `company`: the token is printed once, only its hash kept.
-fn key_create(admin: &Admin, company: i64, label: &str, out: &Output) -> Result<()> {
-    let label = label.trim();
-    if label.is_empty() || label.chars().count() > LABEL_CHARS_MAX {
-        bail!("label must be 1..={LABEL_CHARS_MAX} characters");
-    }
-    let mut random = [0u8; apikey::KEY_PREFIX_LEN + apikey::SECRET_LEN];
-    rand::thread_rng().fill_bytes(&mut random);
-    let minted = apikey::mint(&random);
-    let k = storage(admin.create_key(company, label, &minted.prefix, &minted.secret_hash, now()))?;
-    let mut v = key_json(&k);
-    v["token"] = json!(minted.token);
-    out.print(v, || {
-        format!(
-            "key {} created for company {} (label {:?})\ntoken (shown once): {}",
-            k.prefix, k.company_id, k.label, minted.token
-        )
-    });
-    Ok(())
-}
-
-/// The keys as a text table.
-fn key_table(all: &[KeyRow]) -> String {
-    let mut s = format!(
-        "{:<8}  {:>7}  {:<24}  {:>9}  {:<24}  {}",
-        "PREFIX", "COMPANY", "LABEL", "LIMIT/MIN", "LAST USED", "REVOKED"
-    );
-    for k in all {
-        let limit = match k.rate_limit_per_minute {
-            Some(l) => l.to_string(),
-            None => format!(
-                "{} (default)",
-                dialproof_engine::ratelimit::LIMIT_PER_MINUTE_DEFAULT
-            ),
-        };
-        s.push_str(&format!(
-            "\n{:<8}  {:>7}  {:<24}  {:>9}  {:<24}  {}",
-            k.prefix,
-            k.company_id,
-            k.label,
-            limit,
-            k.last_used_at.map(|t| t.to_rfc3339()).unwrap_or("-".into()),
-            k.revoked_at.map(|t| t.to_rfc3339()).unwrap_or("-".into()),
-        ));
-    }
-    s
-}
-
-/// A key's own limit per minute, or `default` for the service's.
-fn key_set_limit(admin: &Admin, prefix: &str, limit: &str, out: &Output) -> Result<()> {
-    let value = if limit == "default" {
-        None
-    } else {
-        match limit.parse::<u32>() {
-            Ok(n) if (1..=KEY_LIMIT_PER_MINUTE_MAX).contains(&n) => Some(n),
-            _ => bail!("limit must be 1..={KEY_LIMIT_PER_MINUTE_MAX} or `default`, got {limit:?}"),
-        }
-    };
-    if !storage(admin.set_key_limit(prefix, value))? {
-        bail!("no key with prefix {prefix:?}");
-    }
-    let shown = value.unwrap_or(dialproof_engine::ratelimit::LIMIT_PER_MINUTE_DEFAULT);
-    out.print(
-        json!({"prefix": prefix, "rate_limit_per_minute": shown, "rate_limit_is_default": value.is_none()}),
-        || format!("key {prefix}: {shown} requests per minute"),
-    );
-    Ok(())
 }
 
 fn number(admin: &Admin, config: &Config, cmd: NumberCmd, out: &Output) -> Result<()> {
