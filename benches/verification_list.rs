@@ -48,7 +48,7 @@ fn fill(path: &std::path::Path) -> (i64, i64) {
                 "INSERT INTO verifications (id, company_id, api_key_id, phone, dial_number, pool, \
                  client_ref, webhook_url, ttl_seconds, status, created_at, expires_at, \
                  completed_at, caller_id, lease_generation) VALUES (?1, ?2, ?3, ?4, \
-                 '+74950000000', 'domestic', ?5, 'https://93.184.216.34/h', 60, ?6, ?7, ?8, \
+                 '+74950000000', 'domestic', ?5, 'https://receiver.example/h', 60, ?6, ?7, ?8, \
                  NULL, '', 0)",
             )
             .expect("prepare");
