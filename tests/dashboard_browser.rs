@@ -10,6 +10,7 @@
 //! `DIALPROOF_SCREENSHOTS=tools/screenshots`).
 
 mod common;
+mod common_browser;
 mod common_dashboard;
 mod common_sip;
 mod common_webhook;
@@ -19,44 +20,12 @@ use common_dashboard::{create_user, PASSWORD};
 use common_sip::*;
 use common_webhook::{Answer, Receiver};
 use headless_chrome::protocol::cdp::Page::CaptureScreenshotFormatOption;
-use headless_chrome::{Browser, LaunchOptions, Tab};
-use std::ffi::OsStr;
+use headless_chrome::{Browser, Tab};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-const CHROMIUM: &str = "/usr/bin/chromium";
-
 fn browser(profile: &std::path::Path) -> Browser {
-    assert!(
-        std::path::Path::new(CHROMIUM).exists(),
-        "{CHROMIUM} is missing: run tools/test.sh (it installs Debian's chromium)"
-    );
-    // Without the background-networking switches chromium keeps trying to
-    // reach outside hosts from this closed network.
-    let args: Vec<&OsStr> = [
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-dev-shm-usage",
-    ]
-    .iter()
-    .map(OsStr::new)
-    .collect();
-    let options = LaunchOptions::default_builder()
-        .path(Some(CHROMIUM.into()))
-        .headless(true)
-        .sandbox(false)
-        .ignore_certificate_errors(true)
-        .user_data_dir(Some(profile.to_path_buf()))
-        .window_size(Some((1100, 900)))
-        .idle_browser_timeout(Duration::from_secs(120))
-        .args(args)
-        .build()
-        .expect("launch options");
-    Browser::new(options).expect("starting chromium")
+    common_browser::browser(profile, (1100, 900))
 }
 
 fn screenshot(tab: &Tab, name: &str) {

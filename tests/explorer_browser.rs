@@ -7,47 +7,16 @@
 //! loads /api/schema/ with it and must render the three operations.
 
 mod common;
+mod common_browser;
 mod common_dashboard;
 
 use common::*;
 use common_dashboard::{create_user, PASSWORD};
-use headless_chrome::{Browser, LaunchOptions};
-use std::ffi::OsStr;
+use headless_chrome::Browser;
 use std::time::{Duration, Instant};
 
-const CHROMIUM: &str = "/usr/bin/chromium";
-
 fn browser(profile: &std::path::Path) -> Browser {
-    assert!(
-        std::path::Path::new(CHROMIUM).exists(),
-        "{CHROMIUM} is missing: run tools/test.sh (it installs Debian's chromium)"
-    );
-    // As DESIGN.md found: without the background-networking switches chromium
-    // keeps trying to reach Google's hosts from this closed network.
-    let args: Vec<&OsStr> = [
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-dev-shm-usage",
-    ]
-    .iter()
-    .map(OsStr::new)
-    .collect();
-    let options = LaunchOptions::default_builder()
-        .path(Some(CHROMIUM.into()))
-        .headless(true)
-        .sandbox(false)
-        .ignore_certificate_errors(true)
-        .user_data_dir(Some(profile.to_path_buf()))
-        .window_size(Some((1280, 2000)))
-        .idle_browser_timeout(Duration::from_secs(120))
-        .args(args)
-        .build()
-        .expect("launch options");
-    Browser::new(options).expect("starting chromium")
+    common_browser::browser(profile, (1280, 2000))
 }
 
 #[test]
