@@ -11,7 +11,7 @@ use dialproof_engine::time::UnixMillis;
 use dialproof_engine::validate::{
     media_type, parse_create, CreateError, CreateRequest, FieldErrors,
 };
-use dialproof_engine::verification::{Event, Status};
+use dialproof_engine::verification::{self, Event, Status};
 use dialproof_storage::{KeyRow, NewRejection, VerificationRow, WriteOp};
 use std::time::Duration;
 
@@ -93,7 +93,8 @@ pub fn create(ctx: &Api, req: &Request, key: &KeyRow, now: UnixMillis) -> Respon
         return reject_no_number(ctx, key, &input, now);
     };
     let id = VerificationKey::new(now, rand::random::<u128>()).id();
-    let row = new_row(&id, key, input, (dial_number, generation), now);
+    let started = verification::start(input, (dial_number, generation), now);
+    let row = VerificationRow::new(id.as_str().to_owned(), key.company_id, key.id, started);
     commit_created(ctx, key, row)
 }
 
@@ -161,35 +162,6 @@ fn reject_no_number(ctx: &Api, key: &KeyRow, input: &CreateRequest, now: UnixMil
         "Retry-After",
         texts::NO_NUMBER_RETRY_AFTER_SECONDS.to_string(),
     )
-}
-
-/// The pending row of a new verification on its leased number.
-fn new_row(
-    id: &VerificationId,
-    key: &KeyRow,
-    input: CreateRequest,
-    (dial_number, generation): (String, u32),
-    now: UnixMillis,
-) -> VerificationRow {
-    VerificationRow {
-        id: id.as_str().to_owned(),
-        company_id: key.company_id,
-        api_key_id: key.id,
-        phone: input.phone,
-        dial_number,
-        pool: input.pool,
-        client_ref: input.client_ref,
-        info: input.info,
-        webhook_url: input.webhook_url,
-        ttl_seconds: input.ttl_seconds,
-        status: Status::Pending,
-        created_at: now,
-        expires_at: now.plus_seconds(input.ttl_seconds),
-        completed_at: None,
-        caller_id: String::new(),
-        lease_generation: generation,
-        failure_reason: None,
-    }
 }
 
 /// Submits the row and answers 201 only after its COMMIT. Its expiry is

@@ -10,7 +10,7 @@ mod delivery;
 mod keys;
 mod rejection;
 
-use crate::shared::config::Config;
+use crate::shared::config::{Config, ConfiguredNumber};
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use dialproof_engine::apikey;
@@ -260,46 +260,54 @@ fn company_json(c: &CompanyRow) -> serde_json::Value {
     })
 }
 
+/// `company create`: the secret is shown this once.
+fn company_create(admin: &Admin, name: &str, out: &Output) -> Result<()> {
+    let name = name.trim();
+    if name.is_empty() || name.chars().count() > COMPANY_NAME_CHARS_MAX {
+        bail!("company name must be 1..={COMPANY_NAME_CHARS_MAX} characters");
+    }
+    let secret = new_webhook_secret();
+    let c = storage(admin.create_company(name, &secret, now()))?;
+    let mut v = company_json(&c);
+    v["webhook_secret"] = json!(secret);
+    out.print(v, || {
+        format!(
+            "company {} created: {}\nwebhook secret (shown once): {secret}",
+            c.id, c.name
+        )
+    });
+    Ok(())
+}
+
+/// `company list`: a table, or the JSON array.
+fn company_list(admin: &Admin, out: &Output) -> Result<()> {
+    let all = storage(admin.list_companies())?;
+    out.print(
+        json!(all.iter().map(company_json).collect::<Vec<_>>()),
+        || {
+            let mut s = format!(
+                "{:>6}  {:<30}  {:<6}  {}",
+                "ID", "NAME", "FAILED", "DEV URLS"
+            );
+            for c in &all {
+                s.push_str(&format!(
+                    "\n{:>6}  {:<30}  {:<6}  {}",
+                    c.id,
+                    c.name,
+                    if c.send_failed_webhooks { "on" } else { "off" },
+                    c.dev_webhook_urls.join(" ")
+                ));
+            }
+            s
+        },
+    );
+    Ok(())
+}
+
 fn company(admin: &Admin, cmd: CompanyCmd, out: &Output) -> Result<()> {
     match cmd {
-        CompanyCmd::Create { name } => {
-            let name = name.trim();
-            if name.is_empty() || name.chars().count() > COMPANY_NAME_CHARS_MAX {
-                bail!("company name must be 1..={COMPANY_NAME_CHARS_MAX} characters");
-            }
-            let secret = new_webhook_secret();
-            let c = storage(admin.create_company(name, &secret, now()))?;
-            let mut v = company_json(&c);
-            v["webhook_secret"] = json!(secret);
-            out.print(v, || {
-                format!(
-                    "company {} created: {}\nwebhook secret (shown once): {secret}",
-                    c.id, c.name
-                )
-            });
-        }
-        CompanyCmd::List => {
-            let all = storage(admin.list_companies())?;
-            out.print(
-                json!(all.iter().map(company_json).collect::<Vec<_>>()),
-                || {
-                    let mut s = format!(
-                        "{:>6}  {:<30}  {:<6}  {}",
-                        "ID", "NAME", "FAILED", "DEV URLS"
-                    );
-                    for c in &all {
-                        s.push_str(&format!(
-                            "\n{:>6}  {:<30}  {:<6}  {}",
-                            c.id,
-                            c.name,
-                            if c.send_failed_webhooks { "on" } else { "off" },
-                            c.dev_webhook_urls.join(" ")
-                        ));
-                    }
-                    s
-                },
-            );
-        }
+        CompanyCmd::Create { name } => company_create(admin, &name, out)?,
+        CompanyCmd::List => company_list(admin, out)?,
         CompanyCmd::RotateSecret { id } => {
             let secret = new_webhook_secret();
             let until = now().plus_millis(SECRET_ROTATION_GRACE_MS);
@@ -368,48 +376,57 @@ fn print_dev_urls(out: &Output, id: i64, urls: &[String], verb: &str) {
     });
 }
 
+/// `number list`: every configured number with its line and owner.
+fn number_list(
+    admin: &Admin,
+    config: &Config,
+    configured: &[ConfiguredNumber],
+    out: &Output,
+) -> Result<()> {
+    let dedicated: std::collections::HashMap<String, i64> =
+        storage(admin.list_dedicated_numbers())?
+            .into_iter()
+            .collect();
+    let rows: Vec<serde_json::Value> = configured
+        .iter()
+        .map(|n| {
+            let line = &config.lines[n.line as usize].name;
+            json!({
+                "number": n.number,
+                "pool": n.pool.as_str(),
+                "line": line,
+                "active": n.active,
+                "dedicated_to": dedicated.get(&n.number).copied().or(n.dedicated_to),
+            })
+        })
+        .collect();
+    out.print(json!(rows), || {
+        let mut s = format!(
+            "{:<17}  {:<13}  {:<16}  {:<6}  {}",
+            "NUMBER", "POOL", "LINE", "ACTIVE", "DEDICATED TO"
+        );
+        for r in &rows {
+            s.push_str(&format!(
+                "\n{:<17}  {:<13}  {:<16}  {:<6}  {}",
+                r["number"].as_str().unwrap_or(""),
+                r["pool"].as_str().unwrap_or(""),
+                r["line"].as_str().unwrap_or(""),
+                r["active"],
+                r["dedicated_to"]
+                    .as_i64()
+                    .map(|c| format!("company {c}"))
+                    .unwrap_or("shared".into()),
+            ));
+        }
+        s
+    });
+    Ok(())
+}
+
 fn number(admin: &Admin, config: &Config, cmd: NumberCmd, out: &Output) -> Result<()> {
     let configured = config.numbers()?;
     match cmd {
-        NumberCmd::List => {
-            let dedicated: std::collections::HashMap<String, i64> =
-                storage(admin.list_dedicated_numbers())?
-                    .into_iter()
-                    .collect();
-            let rows: Vec<serde_json::Value> = configured
-                .iter()
-                .map(|n| {
-                    let line = &config.lines[n.line as usize].name;
-                    json!({
-                        "number": n.number,
-                        "pool": n.pool.as_str(),
-                        "line": line,
-                        "active": n.active,
-                        "dedicated_to": dedicated.get(&n.number).copied().or(n.dedicated_to),
-                    })
-                })
-                .collect();
-            out.print(json!(rows), || {
-                let mut s = format!(
-                    "{:<17}  {:<13}  {:<16}  {:<6}  {}",
-                    "NUMBER", "POOL", "LINE", "ACTIVE", "DEDICATED TO"
-                );
-                for r in &rows {
-                    s.push_str(&format!(
-                        "\n{:<17}  {:<13}  {:<16}  {:<6}  {}",
-                        r["number"].as_str().unwrap_or(""),
-                        r["pool"].as_str().unwrap_or(""),
-                        r["line"].as_str().unwrap_or(""),
-                        r["active"],
-                        r["dedicated_to"]
-                            .as_i64()
-                            .map(|c| format!("company {c}"))
-                            .unwrap_or("shared".into()),
-                    ));
-                }
-                s
-            });
-        }
+        NumberCmd::List => number_list(admin, config, &configured, out)?,
         NumberCmd::Dedicate { number, company } => {
             if !configured.iter().any(|n| n.number == number) {
                 bail!("{number} is not a configured number");

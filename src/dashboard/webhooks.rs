@@ -20,6 +20,8 @@ use crate::cli::SECRET_ROTATION_GRACE_MS;
 use crate::http::{Request, Response};
 use askama::Template;
 use dialproof_engine::apikey;
+use dialproof_engine::time::UnixMillis;
+use dialproof_engine::CompanyId;
 use dialproof_storage::{DeliveryFilter, DeliveryLogEntry, StorageError};
 use rand::RngCore;
 
@@ -168,18 +170,15 @@ fn action(path: &str, f: &Fields) -> Result<Action, String> {
     }
 }
 
-/// Every POST of the page (the paths [`super::handle`] routes here).
-pub fn change(ctx: &Ctx<'_>, req: &Request) -> Response {
-    let (signed, fields) = match auth::require_post(ctx, req) {
-        Ok(s) => s,
-        Err(resp) => return resp,
-    };
-    let act = match action(&req.path, &fields) {
-        Ok(a) => a,
-        Err(text) => return show(ctx, &signed, 400, None, Some(text)),
-    };
-    let company = signed.user.company_id;
-    let now = ctx.clock.now();
+/// Carries out one change for `company`: the storage's answer (`None`
+/// when none came in time) and, for a rotation, the new secret to show
+/// once.
+fn apply(
+    ctx: &Ctx<'_>,
+    act: Action,
+    company: CompanyId,
+    now: UnixMillis,
+) -> (Option<Result<(), StorageError>>, Option<String>) {
     let mut secret = None;
     let done = match act {
         Action::Rotate => {
@@ -205,6 +204,22 @@ pub fn change(ctx: &Ctx<'_>, req: &Request) -> Response {
             }
         }),
     };
+    (done, secret)
+}
+
+/// Every POST of the page (the paths [`super::handle`] routes here).
+pub fn change(ctx: &Ctx<'_>, req: &Request) -> Response {
+    let (signed, fields) = match auth::require_post(ctx, req) {
+        Ok(s) => s,
+        Err(resp) => return resp,
+    };
+    let act = match action(&req.path, &fields) {
+        Ok(a) => a,
+        Err(text) => return show(ctx, &signed, 400, None, Some(text)),
+    };
+    let company = signed.user.company_id;
+    let now = ctx.clock.now();
+    let (done, secret) = apply(ctx, act, company, now);
     match done {
         Some(Ok(())) => {}
         Some(Err(

@@ -217,6 +217,12 @@ fn webhooks(out: &mut String, ctx: &Ops) {
         "From the event's commit to the 2xx that delivered it.",
     );
     histogram(out, name, "", &m.delivery_latency);
+    webhook_gauges(out, ctx);
+}
+
+/// The webhook queue's and outbox's gauges.
+fn webhook_gauges(out: &mut String, ctx: &Ops) {
+    let m = &ctx.metrics.webhooks;
     for (name, help, g) in [
         (
             "dialproof_webhook_queued",
@@ -369,11 +375,16 @@ fn storage(out: &mut String, ctx: &Ops) {
         header(out, name, kind, help);
         sample(out, name, "", v);
     }
+    wal_size(out, ctx);
+    group_commit(out, &s);
+}
+
+/// The write-ahead log's size on disk (0 when there is none).
+fn wal_size(out: &mut String, ctx: &Ops) {
     let wal = ctx.config.read().database_path().with_extension("db-wal");
     let name = "dialproof_storage_wal_bytes";
     header(out, name, "gauge", "Size of the SQLite write-ahead log.");
     sample(out, name, "", std::fs::metadata(wal).map_or(0, |m| m.len()));
-    group_commit(out, &s);
 }
 
 /// The group commit's shape: ops per transaction and its time.

@@ -72,11 +72,9 @@ pub fn run(config_path: Option<PathBuf>, serve: &ServeArgs) -> Result<()> {
     running.serve()
 }
 
-/// Starts the service with `clock` as its one clock (the system clock in
-/// production; a test's virtual time in process) and returns once it
-/// takes requests.
-pub fn start(config_path: Option<PathBuf>, clock: Clock, serve: &ServeArgs) -> Result<Running> {
-    let config = Config::load(config_path.as_deref())?;
+/// Sets the coroutine runtime's workers (pinned) and stack size, and loads
+/// what the first request would otherwise wait for; returns the workers.
+fn configure_runtime(config: &Config) -> usize {
     let workers = config
         .server
         .workers
@@ -88,7 +86,15 @@ pub fn start(config_path: Option<PathBuf>, clock: Clock, serve: &ServeArgs) -> R
     // The phone metadata takes ~70 ms to load: pay it now, not on the first
     // create.
     dialproof_engine::validate::warm_up();
+    workers
+}
 
+/// Starts the service with `clock` as its one clock (the system clock in
+/// production; a test's virtual time in process) and returns once it
+/// takes requests.
+pub fn start(config_path: Option<PathBuf>, clock: Clock, serve: &ServeArgs) -> Result<Running> {
+    let config = Config::load(config_path.as_deref())?;
+    let workers = configure_runtime(&config);
     let (store, commits) = open_store(&config)?;
     let (app, webhook_wakes, numbers_total) =
         build_app(&config, store.clone(), clock, commits.progress())?;

@@ -317,6 +317,15 @@ fn exchange(agents: &Agents, job: &Job, now: UnixMillis) -> Exchange {
         .header(SIGNATURE_HEADER, &signature)
         .send(body);
     let elapsed_ms = i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX);
+    answered(sent, elapsed_ms)
+}
+
+/// What an attempt's HTTP exchange came to, its response body cut to the
+/// logged size.
+fn answered(
+    sent: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
+    elapsed_ms: i64,
+) -> Exchange {
     match sent {
         Ok(mut response) => {
             let status = response.status().as_u16();

@@ -10,7 +10,7 @@
 use crate::error::{Result, StorageError};
 use dialproof_engine::pool::Pool;
 use dialproof_engine::time::UnixMillis;
-use dialproof_engine::verification::{EventType, Status};
+use dialproof_engine::verification::{EventType, Started, Status};
 use dialproof_engine::CompanyId;
 use rusqlite::Row;
 
@@ -34,6 +34,32 @@ pub struct VerificationRow {
     pub caller_id: String,
     pub lease_generation: u32,
     pub failure_reason: Option<String>,
+}
+
+impl VerificationRow {
+    /// The row of a verification the engine started, for its owner.
+    pub fn new(id: String, company_id: CompanyId, api_key_id: i64, started: Started) -> Self {
+        let request = started.request;
+        VerificationRow {
+            id,
+            company_id,
+            api_key_id,
+            phone: request.phone,
+            dial_number: started.dial_number,
+            pool: request.pool,
+            client_ref: request.client_ref,
+            info: request.info,
+            webhook_url: request.webhook_url,
+            ttl_seconds: request.ttl_seconds,
+            status: started.status,
+            created_at: started.created_at,
+            expires_at: started.expires_at,
+            completed_at: None,
+            caller_id: String::new(),
+            lease_generation: started.lease_generation,
+            failure_reason: None,
+        }
+    }
 }
 
 /// A create request refused with 503 ('all lines busy'), kept for the dashboard.

@@ -94,59 +94,95 @@ pub fn run(settings: &Settings) -> Result<Outcome> {
         make_client,
         rng.next_u64(),
     )?;
-    let mut checker = Checker {
+    let checker = Checker {
         client: make_client()?,
         // Every check ends by then, whatever the service does.
         until: started + settings.max_duration + FINAL_WAIT + CHECKS_SLACK,
         gave_up: false,
     };
-    let mut kills = 0;
-    while kills < settings.kills && started.elapsed() < settings.max_duration {
-        let up = rng.range(settings.up_ms.0, settings.up_ms.1);
-        std::thread::sleep(Duration::from_millis(up));
-        if !svc.is_running() {
-            ledger.violation(format!(
-                "the service died on its own before kill {}",
-                kills + 1
-            ));
-        }
-        svc.kill();
-        kills += 1;
-        ctx.paused.store(true, Ordering::Release);
-        check_rejections(&svc, &ledger, company);
-        svc.start()
-            .with_context(|| format!("restart after kill {kills}"))?;
-        // No request of the load may race the checks' reads.
-        ctx.wait_idle(settings.load_threads, Duration::from_secs(15));
-        check_round(&mut checker, &ledger, &mut rng, 40);
-        ctx.paused.store(false, Ordering::Release);
-        if kills % 10 == 0 {
-            println!(
-                "{kills} kills, {:.0?}: {} violations",
-                started.elapsed(),
-                ledger.violations().len()
-            );
-        }
-    }
-    ctx.stop.store(true, Ordering::Release);
+    let mut harness = Harness {
+        svc,
+        ctx,
+        ledger,
+        checker,
+        rng,
+        company,
+    };
+    let kills = harness.kill_rounds(settings, started)?;
+    harness.ctx.stop.store(true, Ordering::Release);
     for t in threads {
         let _ = t.join();
     }
     let calls = caller.finish();
-    if svc.is_running() {
-        finish(&mut checker, &ledger, &mut rng);
-    } else {
-        ledger.violation("the service died on its own (not killed) before the final checks".into());
-    }
-    svc.stop()?;
-    check_rejections(&svc, &ledger, company);
+    harness.wind_down()?;
     drop(receiver);
+    let Harness { svc, ledger, .. } = harness;
     let report = report(&ledger, kills, &calls, started.elapsed(), &svc);
     Ok(Outcome {
         kills,
         violations: ledger.violations(),
         report,
     })
+}
+
+/// The service under load and what checks it, between start and report.
+struct Harness {
+    svc: Service,
+    ctx: Arc<LoadContext>,
+    ledger: Arc<Ledger>,
+    checker: Checker,
+    rng: Rng,
+    company: i64,
+}
+
+impl Harness {
+    /// Kills and restarts the service until the kills or the time run
+    /// out, with the checks after every restart; returns the kills done.
+    fn kill_rounds(&mut self, settings: &Settings, started: Instant) -> Result<u32> {
+        let mut kills = 0;
+        while kills < settings.kills && started.elapsed() < settings.max_duration {
+            let up = self.rng.range(settings.up_ms.0, settings.up_ms.1);
+            std::thread::sleep(Duration::from_millis(up));
+            if !self.svc.is_running() {
+                let msg = format!("the service died on its own before kill {}", kills + 1);
+                self.ledger.violation(msg);
+            }
+            self.svc.kill();
+            kills += 1;
+            self.ctx.paused.store(true, Ordering::Release);
+            check_rejections(&self.svc, &self.ledger, self.company);
+            self.svc
+                .start()
+                .with_context(|| format!("restart after kill {kills}"))?;
+            // No request of the load may race the checks' reads.
+            self.ctx
+                .wait_idle(settings.load_threads, Duration::from_secs(15));
+            check_round(&mut self.checker, &self.ledger, &mut self.rng, 40);
+            self.ctx.paused.store(false, Ordering::Release);
+            if kills % 10 == 0 {
+                let violations = self.ledger.violations().len();
+                println!(
+                    "{kills} kills, {:.0?}: {violations} violations",
+                    started.elapsed()
+                );
+            }
+        }
+        Ok(kills)
+    }
+
+    /// The final checks (the load stopped), then the service's stop and
+    /// the rejection rows it left.
+    fn wind_down(&mut self) -> Result<()> {
+        if self.svc.is_running() {
+            finish(&mut self.checker, &self.ledger, &mut self.rng);
+        } else {
+            let msg = "the service died on its own (not killed) before the final checks";
+            self.ledger.violation(msg.into());
+        }
+        self.svc.stop()?;
+        check_rejections(&self.svc, &self.ledger, self.company);
+        Ok(())
+    }
 }
 
 /// A company with a key at the highest limit, and the receiver (with the
