@@ -310,37 +310,44 @@ fn a_spoofed_asserted_identity_from_an_untrusted_source_is_ignored() {
 
 #[test]
 fn a_provider_gone_mid_call_gets_the_final_on_timer_g_until_timer_h() {
-    let s = setup(3);
+    // In process, on a clock that flows with real time: Timer G's
+    // retransmissions come in real time, and the clock then jumps to
+    // Timer H instead of the test waiting 32 s.
+    let (server, clock) = Server::start_flowing(&sip_config(&trusted_line(3, 603)));
+    let token = server.new_client("Acme");
+    let sip = sip_addr(&server);
+    let s = Setup { server, token, sip };
     let (id, dial) = s.pending();
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
     let local = sock.local_addr().unwrap();
     let m = invite(s.sip, local, &dial, "79161234567", "gone-1", "");
     sock.send_to(m.as_bytes(), s.sip).unwrap();
-    let started = Instant::now();
     // Never ACKed: RFC 3261 17.2.1 has the 603 repeated on Timer G (T1
-    // doubling to T2) until Timer H (64*T1 = 32 s), then the transaction
-    // ends. Watch a little past that.
-    let mut at = Vec::new();
-    let mut buf = vec![0u8; 4096];
-    while started.elapsed() < Duration::from_secs(36) {
-        sock.set_read_timeout(Some(Duration::from_millis(200)))
-            .unwrap();
-        if let Ok((n, _)) = sock.recv_from(&mut buf) {
-            if buf[..n].starts_with(b"SIP/2.0 603") {
-                at.push(started.elapsed());
+    // doubling to T2 = 4 s) until Timer H (64*T1 = 32 s), then the
+    // transaction ends.
+    let finals = |window: Duration| {
+        let mut n = 0;
+        let mut buf = vec![0u8; 4096];
+        let started = Instant::now();
+        while started.elapsed() < window {
+            sock.set_read_timeout(Some(Duration::from_millis(100)))
+                .unwrap();
+            if let Ok((k, _)) = sock.recv_from(&mut buf) {
+                n += usize::from(buf[..k].starts_with(b"SIP/2.0 603"));
             }
         }
-    }
-    assert!(
-        (5..=13).contains(&at.len()),
-        "603 sent {} times: {at:?}",
-        at.len()
-    );
-    let last = *at.last().unwrap();
-    assert!(
-        last <= Duration::from_secs(33),
-        "a 603 after Timer H: {at:?}"
-    );
+        n
+    };
+    // 0, 0.5, 1.5, 3.5 s: the final and its retransmissions on Timer G.
+    let before = finals(Duration::from_millis(4000));
+    assert!((3..=5).contains(&before), "603 sent {before} times in 4 s");
+    // Past Timer H (the INVITE came in ~4 s ago). At most one last
+    // retransmission may race the end; then nothing for longer than T2.
+    clock.advance(Duration::from_secs(29));
+    let settling = finals(Duration::from_millis(700));
+    assert!(settling <= 1, "{settling} 603s after Timer H");
+    let after = finals(Duration::from_millis(4500));
+    assert_eq!(after, 0, "603 retransmitted after Timer H");
     // Completed once; the next call on another number goes through.
     assert_eq!(s.status(&id)["status"], "completed");
     assert_eq!(count_logs(&s.server, "call completed a verification"), 1);

@@ -7,22 +7,18 @@
 //! `tests/config_reload.rs` covers growing a range with carried leases and
 //! a file that is not TOML at all; these cover removal, a new line, and a
 //! file that is TOML but not a valid configuration.
+//!
+//! The first runs in process on a clock that flows with real time and
+//! jumps to the TTL's end (`common::virtual_time`); `Server::reload` is
+//! SIGHUP there.
 
 mod common;
 
 use common::*;
 use serde_json::json;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const EXTRA_NUMBER: &str = "+74960000000";
-
-fn sighup(server: &Server) {
-    let status = std::process::Command::new("kill")
-        .args(["-HUP", &server.pid().to_string()])
-        .status()
-        .expect("running kill");
-    assert!(status.success());
-}
 
 fn number_line(name: &str, numbers: &[&str]) -> String {
     let entries: Vec<String> = numbers
@@ -64,7 +60,7 @@ fn id(v: &serde_json::Value) -> String {
 
 #[test]
 fn a_removed_leased_number_keeps_its_verification_and_a_new_line_is_issuable() {
-    let server = Server::with_pools(2, 0);
+    let (server, clock) = Server::start_flowing(&pools(2, 0));
     let token = server.new_client("reload");
     let short = json!({"phone": RU_PHONE, "webhook_url": WEBHOOK, "ttl_seconds": 30});
     let removed = server.create_ok(&token, &short);
@@ -82,7 +78,7 @@ fn a_removed_leased_number_keeps_its_verification_and_a_new_line_is_issuable() {
     let changed = config.replace(&pools(2, 0), &new_lines);
     assert_ne!(config, changed, "the line section was found and replaced");
     std::fs::write(&server.config_path, changed).unwrap();
-    sighup(&server);
+    server.reload();
     wait_rebuilds(&server, 1);
 
     // The added line's number is issued, and nothing else is free: the
@@ -99,20 +95,20 @@ fn a_removed_leased_number_keeps_its_verification_and_a_new_line_is_issuable() {
     assert_eq!(r.json()["status"], "pending");
     assert_eq!(r.json()["dial_number"], removed["dial_number"]);
     let expires_at = parse_utc(removed["expires_at"].as_str().unwrap());
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let expired = loop {
-        // One read a second: the key's quota is 120 a minute.
-        std::thread::sleep(Duration::from_secs(1));
+    clock.advance(Duration::from_millis(
+        (expires_at + 100 - clock.now_millis()).max(0) as u64,
+    ));
+    let expired = poll(Duration::from_secs(10), || {
+        std::thread::sleep(Duration::from_millis(200));
         let r = server.get(&token, &id(&removed));
         assert_eq!(r.status, 200, "{}", r.text());
         let v = r.json();
-        if v["status"] != "pending" || Instant::now() > deadline {
-            break v;
-        }
-    };
+        (v["status"] != "pending").then_some(v)
+    })
+    .expect("the removed number's verification expired");
     assert_eq!(expired["status"], "expired", "{expired}");
     assert!(
-        now_millis() >= expires_at,
+        clock.now_millis() >= expires_at,
         "expired before its expires_at: {expired}"
     );
 
@@ -137,7 +133,7 @@ fn an_invalid_configuration_is_not_applied_and_a_later_good_one_is() {
     // second copy brings a number that must not become issuable.
     let broken = format!("{config}\n{}", number_line("test", &[EXTRA_NUMBER]));
     std::fs::write(&server.config_path, &broken).unwrap();
-    sighup(&server);
+    server.reload();
     server
         .wait_for_log(Duration::from_secs(10), |l| {
             l.contains("configuration reload failed") && l.contains("appears twice")
@@ -155,7 +151,7 @@ fn an_invalid_configuration_is_not_applied_and_a_later_good_one_is() {
     // one applies, and the old lease is carried over.
     let fixed = format!("{config}\n{}", number_line("extra", &[EXTRA_NUMBER]));
     std::fs::write(&server.config_path, fixed).unwrap();
-    sighup(&server);
+    server.reload();
     wait_rebuilds(&server, 1);
     let second = server.create_ok(&token, &body(RU_PHONE));
     assert_eq!(dial(&second), EXTRA_NUMBER);

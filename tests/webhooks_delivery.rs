@@ -8,19 +8,34 @@
 //!
 //! Completions are driven by TTL expiry (`verification.expired`, 30 s, the
 //! shortest TTL): the webhook path after the commit is the same for every
-//! event type. The retry schedule is shortened by configuration to at once,
-//! +1 s, +2 s, without jitter.
+//! event type. The service runs in process on a clock that flows with real
+//! time (`common::virtual_time`), and the test moves it to the TTL's end
+//! instead of waiting 30 s; retry gaps and HTTP timeouts are real time.
+//! The retry schedule is shortened by configuration to at once, +1 s,
+//! +2 s, without jitter.
 
 mod common;
 mod common_webhook;
 
+use common::virtual_time::VirtualClock;
 use common::*;
 use common_webhook::*;
 use serde_json::{json, Value};
 use std::time::Duration;
 
-/// Long enough for a 30 s TTL, the expiry timer and the first attempt.
-const FIRST_WEBHOOK_WAIT: Duration = Duration::from_secs(50);
+/// The expiry thread's look at the clock and the first attempt.
+const FIRST_WEBHOOK_WAIT: Duration = Duration::from_secs(10);
+
+/// Moves `clock` to 100 ms past the latest expiry of `created`.
+fn past_expiry(clock: &VirtualClock, created: &[&Value]) {
+    let last = created
+        .iter()
+        .map(|v| parse_utc(v["expires_at"].as_str().unwrap()))
+        .max()
+        .unwrap();
+    let step = (last + 100 - clock.now_millis()).max(0) as u64;
+    clock.advance(Duration::from_millis(step));
+}
 
 fn company_with_secret(s: &Server, name: &str) -> (i64, String) {
     let v = s.cli(&["company", "create", "--name", name]);
@@ -113,7 +128,7 @@ fn signature_entries(header: &str) -> (i64, Vec<String>) {
 #[test]
 fn payload_headers_signatures_rotation_cancel_and_dev_url_rule() {
     let rx = Receiver::start(Answer::Status(200));
-    let s = Server::start(&format!("{FAST_RETRIES}{}", pools(10, 0)));
+    let (s, clock) = Server::start_flowing(&format!("{FAST_RETRIES}{}", pools(10, 0)));
 
     // A: rotated, so it signs with both secrets.
     let (a, old_secret) = company_with_secret(&s, "rotated");
@@ -137,12 +152,13 @@ fn payload_headers_signatures_rotation_cancel_and_dev_url_rule() {
     assert_eq!(s.cancel(&tb, &id(&vx)).json()["status"], "expired");
     s.cli(&["company", "dev-urls", &c.to_string(), "--clear"]);
 
+    past_expiry(&clock, &[&va, &vb, &vx, &vc]);
     let ha = rx.wait_for("/a", 1, FIRST_WEBHOOK_WAIT).remove(0);
     let hb = rx.wait_for("/b", 1, Duration::from_secs(5)).remove(0);
     check_payload(&ha, &va);
     check_payload(&hb, &vb);
     for (hit, v) in [(&ha, &va), (&hb, &vb)] {
-        let late = hit.at_ms - parse_utc(v["expires_at"].as_str().unwrap());
+        let late = hit.at_ms + clock.ahead_ms() - parse_utc(v["expires_at"].as_str().unwrap());
         eprintln!("{} received {late} ms after its expiry moment", id(v));
         assert!(late < 3000, "webhook {late} ms after the event");
     }
@@ -152,7 +168,8 @@ fn payload_headers_signatures_rotation_cancel_and_dev_url_rule() {
     let sig_a = ha.header("X-Service-Signature").expect("signature header");
     let (t, entries) = signature_entries(sig_a);
     assert_eq!(entries.len(), 2, "{sig_a}");
-    assert!((t * 1000 - ha.at_ms).abs() < 5000, "t is the send time");
+    let sent = ha.at_ms + clock.ahead_ms();
+    assert!((t * 1000 - sent).abs() < 5000, "t is the send time");
     assert!(entries.iter().all(|e| e.len() == 64
         && e.bytes()
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))));
@@ -216,7 +233,7 @@ fn retries_after_500_and_3xx_timeouts_slow_receivers_and_manual_retry() {
         ],
     );
     rx.script("/slow", &[Answer::Slow(Duration::from_secs(12), 200)]);
-    let s = Server::start(&format!("{FAST_RETRIES}{}", pools(10, 0)));
+    let (s, clock) = Server::start_flowing(&format!("{FAST_RETRIES}{}", pools(10, 0)));
     let company = s.create_company("acme");
     s.cli(&["company", "dev-urls", &company.to_string(), &rx.base()]);
     let token = s.create_key(company);
@@ -226,8 +243,9 @@ fn retries_after_500_and_3xx_timeouts_slow_receivers_and_manual_retry() {
     let id = |v: &Value| v["verification_id"].as_str().unwrap().to_owned();
 
     // The fast receiver is served on time while the slow one hangs.
+    past_expiry(&clock, &[&flaky, &slow, &fast]);
     let hf = rx.wait_for("/fast", 1, FIRST_WEBHOOK_WAIT).remove(0);
-    let late = hf.at_ms - parse_utc(fast["expires_at"].as_str().unwrap());
+    let late = hf.at_ms + clock.ahead_ms() - parse_utc(fast["expires_at"].as_str().unwrap());
     assert!(late < 3000, "fast receiver waited {late} ms");
 
     // 500, 301, 500: three attempts with the very same body, then dead.

@@ -4,18 +4,22 @@
 //! attempts retried on the schedule (here at once, +1 s, +2 s) until a
 //! good answer; the gigabyte is read only up to the logged 4 KiB, so the
 //! attempt ends at once, delivered, and the service's memory stays flat.
-//! (Hanging, slow, 500 and redirecting receivers: `webhooks_delivery.rs`.)
+//! Each verification is completed by a real call (sipp), so its webhook
+//! leaves at once. (Hanging, slow, 500 and redirecting receivers:
+//! `webhooks_delivery.rs`.)
 
 mod common;
+mod common_sip;
 mod common_webhook;
 
 use common::*;
+use common_sip::*;
 use common_webhook::*;
 use serde_json::{json, Value};
 use std::time::Duration;
 
-/// A 30 s TTL, the expiry timer and the first attempt.
-const FIRST_WEBHOOK_WAIT: Duration = Duration::from_secs(50);
+/// A call's commit and the first attempt.
+const FIRST_WEBHOOK_WAIT: Duration = Duration::from_secs(10);
 /// `dialproof_storage::RESPONSE_BODY_LOG_BYTES_MAX`.
 const LOGGED_BODY_MAX: usize = 4096;
 
@@ -49,21 +53,26 @@ fn reset_garbage_and_gigabyte_answers_are_bounded_and_retried() {
     );
     rx.script("/garbage", &[Answer::Garbage, Answer::Status(200)]);
     rx.script("/huge", &[Answer::Huge(1 << 30)]);
-    let s = Server::start(&format!("{FAST_RETRIES}{}", pools(5, 0)));
+    let s = Server::start(&format!(
+        "{FAST_RETRIES}{}",
+        sip_config(&trusted_line(5, 603))
+    ));
     let company = s.create_company("acme");
     s.cli(&["company", "dev-urls", &company.to_string(), &rx.base()]);
     let token = s.create_key(company);
-    let create = |path: &str| -> String {
+    let create = |path: &str| -> (String, String) {
         let v = s.create_ok(
             &token,
             &json!({"phone": RU_PHONE, "webhook_url": rx.url(path), "ttl_seconds": 30}),
         );
-        v["verification_id"].as_str().unwrap().to_owned()
+        let dial = v["dial_number"].as_str().unwrap().to_owned();
+        (v["verification_id"].as_str().unwrap().to_owned(), dial)
     };
-    let reset = create("/reset");
-    let garbage = create("/garbage");
-    let huge = create("/huge");
+    let (reset, reset_dial) = create("/reset");
+    let (garbage, garbage_dial) = create("/garbage");
+    let (huge, huge_dial) = create("/huge");
     let rss_before = rss_kib(s.pid());
+    call_once(&s, &huge_dial);
 
     // The gigabyte: one attempt, delivered, quickly, its logged body cut.
     rx.wait_for("/huge", 1, FIRST_WEBHOOK_WAIT);
@@ -86,6 +95,7 @@ fn reset_garbage_and_gigabyte_answers_are_bounded_and_retried() {
     );
 
     // Reset twice, then 200: three attempts on the schedule.
+    call_once(&s, &reset_dial);
     let hits = rx.wait_for("/reset", 3, Duration::from_secs(20));
     assert_eq!(hits.len(), 3);
     let d = wait_delivered(&s, &reset);
@@ -101,6 +111,7 @@ fn reset_garbage_and_gigabyte_answers_are_bounded_and_retried() {
     );
 
     // Not HTTP, then 200.
+    call_once(&s, &garbage_dial);
     let hits = rx.wait_for("/garbage", 2, Duration::from_secs(20));
     assert_eq!(hits[1].body, hits[0].body, "a retry sends the same bytes");
     let d = wait_delivered(&s, &garbage);

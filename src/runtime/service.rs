@@ -149,9 +149,19 @@ impl Running {
         self.listeners.https.addr
     }
 
+    /// The line `serve` prints on stdout once it takes requests.
+    pub fn ready_line(&self) -> String {
+        ready_line(&self.listeners)
+    }
+
     /// Setting it stops the service gracefully.
     pub fn stop_flag(&self) -> Arc<AtomicBool> {
         self.app.stop.clone()
+    }
+
+    /// Setting it reloads the configuration file, as SIGHUP does.
+    pub fn reload_flag(&self) -> Arc<AtomicBool> {
+        self.hup.clone()
     }
 
     /// Announces readiness, runs the control loop until the stop flag is
@@ -306,6 +316,21 @@ fn spawn_web(app: &App, config: &Config) -> Result<(Listening, Option<Listening>
     Ok((https, http))
 }
 
+/// `READY https=... [http=...] [sip=...] [ops=...]`: the bound addresses.
+fn ready_line(l: &Listeners) -> String {
+    let mut ready = format!("READY https={}", l.https.addr);
+    if let Some(h) = l.http.as_ref().map(|h| h.addr) {
+        ready.push_str(&format!(" http={h}"));
+    }
+    if let Some(s) = &l.sip {
+        ready.push_str(&format!(" sip={}", s.addr));
+    }
+    if let Some(o) = l.ops {
+        ready.push_str(&format!(" ops={o}"));
+    }
+    ready
+}
+
 /// Logs the start and prints the machine-readable READY line on stdout
 /// (tests and scripts wait for it; with port 0 in the configuration it is
 /// the only way to learn the ports).
@@ -320,16 +345,7 @@ fn announce_ready(
     let http_shown = http_addr.map_or_else(|| "off".to_owned(), |a| a.to_string());
     tracing::info!(https = %l.https.addr, http = %http_shown, workers, numbers,
         database = %config.database_path().display(), "dialproof ready");
-    let mut ready = format!("READY https={}", l.https.addr);
-    if let Some(h) = http_addr {
-        ready.push_str(&format!(" http={h}"));
-    }
-    if let Some(s) = &l.sip {
-        ready.push_str(&format!(" sip={}", s.addr));
-    }
-    if let Some(o) = l.ops {
-        ready.push_str(&format!(" ops={o}"));
-    }
+    let ready = ready_line(l);
     app.readiness.listening.store(true, Ordering::Release);
     let mut out = std::io::stdout().lock();
     writeln!(out, "{ready}")?;

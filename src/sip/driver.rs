@@ -22,7 +22,7 @@ use dialproof_engine::sip::server::{Dropped, Endpoint, Event, Transmit, TxId};
 use dialproof_engine::sip::Instant;
 use may::net::UdpSocket;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -133,16 +133,30 @@ pub(super) fn receive(
     }
 }
 
-/// Milliseconds since the driver started, for the engine's machines.
-pub(super) struct Clock(std::time::Instant);
+/// Milliseconds since the driver started, on the service's one clock, for
+/// the engine's machines (their timers: retransmissions, Timer H, the
+/// registration refresh). Never backwards: should the wall clock be
+/// stepped back, the SIP timers stand still until it catches up rather
+/// than fire again.
+pub(super) struct Clock {
+    source: crate::shared::clock::Clock,
+    start: i64,
+    last: AtomicU64,
+}
 
 impl Clock {
-    pub(super) fn new() -> Clock {
-        Clock(std::time::Instant::now())
+    pub(super) fn new(source: crate::shared::clock::Clock) -> Clock {
+        let start = source.now().0;
+        Clock {
+            source,
+            start,
+            last: AtomicU64::new(0),
+        }
     }
 
     pub(super) fn now(&self) -> Instant {
-        Instant(u64::try_from(self.0.elapsed().as_millis()).unwrap_or(u64::MAX))
+        let elapsed = u64::try_from(self.source.now().0 - self.start).unwrap_or(0);
+        Instant(self.last.fetch_max(elapsed, Ordering::AcqRel).max(elapsed))
     }
 }
 

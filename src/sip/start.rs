@@ -31,7 +31,7 @@ pub fn spawn(ctx: &Arc<Sip>, config: &Config) -> Result<Option<SipHandle>> {
     };
     let socket = bind(sip.listen)?;
     let addr = socket.local_addr()?;
-    let clock = Clock::new();
+    let clock = Clock::new(ctx.clock.clone());
     let seed: u64 = rand::random();
     let mut clients = Vec::new();
     for (i, line) in lines.iter().enumerate() {

@@ -308,6 +308,20 @@ impl Server {
     }
 
     /// The server process's id (for signals such as SIGHUP).
+    /// Reloads the configuration file: SIGHUP to the child, or the same
+    /// flag set in process.
+    pub fn reload(&self) {
+        if let Some(p) = &self.in_process {
+            p.reload.store(true, std::sync::atomic::Ordering::Release);
+            return;
+        }
+        let status = Command::new("kill")
+            .args(["-HUP", &self.pid().to_string()])
+            .status()
+            .expect("running kill");
+        assert!(status.success());
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.as_ref().expect("server is running").id()
     }

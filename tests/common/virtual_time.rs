@@ -11,33 +11,58 @@
 //! that.
 //!
 //! The operator CLI still runs as the real binary against the same
-//! database; the service sees its changes through its control loop.
+//! database; the service sees its changes through its control loop. The
+//! service's log lines (and any panic in the process) go into the server's
+//! log buffer, as a child's stderr does; [`Server::reload`] stands for
+//! SIGHUP.
 
 use super::Server;
 use dialproof::runtime::service;
 use dialproof::shared::clock::Clock;
 use dialproof_engine::time::UnixMillis;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Once};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// A clock that stands still until the test moves it.
+/// A clock the test moves forward: one that stands still in between
+/// ([`VirtualClock::new`]), or one that runs with real time and jumps
+/// ([`VirtualClock::flowing`]: a retry 1 s later still comes 1 s later,
+/// but a 30 s TTL is skipped).
 #[derive(Clone)]
 pub struct VirtualClock {
+    /// Standing: the time. Flowing: how far it is ahead of real time.
     ms: Arc<AtomicI64>,
+    flows: bool,
 }
 
 impl VirtualClock {
-    /// Starts at the real time now, so stored moments look ordinary.
+    /// Starts at the real time now, so stored moments look ordinary, and
+    /// stands still until [`VirtualClock::advance`].
     pub fn new() -> VirtualClock {
         VirtualClock {
             ms: Arc::new(AtomicI64::new(super::now_millis())),
+            flows: false,
+        }
+    }
+
+    /// Runs with real time, and [`VirtualClock::advance`] jumps ahead.
+    pub fn flowing() -> VirtualClock {
+        VirtualClock {
+            ms: Arc::new(AtomicI64::new(0)),
+            flows: true,
         }
     }
 
     pub fn now_millis(&self) -> i64 {
-        self.ms.load(Ordering::SeqCst)
+        read(&self.ms, self.flows)
+    }
+
+    /// How far this clock is ahead of real time: add it to a moment taken
+    /// on the real clock (a receiver's arrival) to compare it with the
+    /// service's moments.
+    pub fn ahead_ms(&self) -> i64 {
+        self.now_millis() - super::now_millis()
     }
 
     /// Moves the clock forward by `d`.
@@ -47,14 +72,24 @@ impl VirtualClock {
     }
 
     fn clock(&self) -> Clock {
-        let ms = self.ms.clone();
-        Clock::from_fn(move || UnixMillis(ms.load(Ordering::SeqCst)))
+        let (ms, flows) = (self.ms.clone(), self.flows);
+        Clock::from_fn(move || UnixMillis(read(&ms, flows)))
+    }
+}
+
+fn read(ms: &AtomicI64, flows: bool) -> i64 {
+    let v = ms.load(Ordering::SeqCst);
+    if flows {
+        super::now_millis() + v
+    } else {
+        v
     }
 }
 
 /// A service running in a thread of the test process.
 pub struct InProcess {
     stop: Arc<AtomicBool>,
+    pub(super) reload: Arc<AtomicBool>,
     thread: JoinHandle<Result<(), String>>,
 }
 
@@ -82,13 +117,26 @@ impl Server {
         )
         .unwrap_or_else(|e| panic!("in-process start failed: {e:#}"));
         self.https = running.https_addr();
+        // What `serve` prints on stdout, where a child's READY line would
+        // be (`sip=` and `ops=` are read from it).
+        let ready = running.ready_line();
+        self.logs
+            .lock()
+            .unwrap()
+            .push_str(&format!("[stdout] {ready}\n"));
         self.tls = super::client_config(&self.data_dir.join("tls").join("cert.pem"));
         let stop = running.stop_flag();
+        let reload = running.reload_flag();
+        capture_logs(self.logs.clone());
         let thread = std::thread::Builder::new()
             .name("in-process-service".into())
             .spawn(move || running.serve().map_err(|e| format!("{e:#}")))
             .expect("spawning the service thread");
-        self.in_process = Some(InProcess { stop, thread });
+        self.in_process = Some(InProcess {
+            stop,
+            reload,
+            thread,
+        });
     }
 
     /// A graceful stop of the in-process service, then a start on the
@@ -112,5 +160,51 @@ impl Server {
         let mut server = Server::prepare(config_extra);
         server.launch_in_process(&clock);
         (server, clock)
+    }
+
+    /// Like [`Server::start`], in this process, on a clock that runs with
+    /// real time and that the test can move ahead ([`VirtualClock::flowing`]).
+    pub fn start_flowing(config_extra: &str) -> (Server, VirtualClock) {
+        let clock = VirtualClock::flowing();
+        let mut server = Server::prepare(config_extra);
+        server.launch_in_process(&clock);
+        (server, clock)
+    }
+}
+
+/// Where the in-process service's log lines go: the buffer of the first
+/// server launched in this process (nextest runs every test in a process
+/// of its own). Panics of any thread are recorded there too.
+fn capture_logs(logs: Arc<Mutex<String>>) {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let writer = LogWriter(logs.clone());
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new("info,may=warn"))
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .with_target(false)
+            .try_init();
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let thread = std::thread::current().name().unwrap_or("?").to_owned();
+            super::push_log(&logs, &format!("thread '{thread}' panicked: {info}"));
+            previous(info);
+        }));
+    });
+}
+
+#[derive(Clone)]
+struct LogWriter(Arc<Mutex<String>>);
+
+impl std::io::Write for LogWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut l = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        l.push_str(&String::from_utf8_lossy(buf));
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }

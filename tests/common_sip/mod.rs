@@ -48,9 +48,11 @@ pub fn register_line(registrar: SocketAddr, count: u64, user: &str, password: &s
 /// The `sip=` address of the server's READY line.
 pub fn sip_addr(server: &Server) -> SocketAddr {
     let logs = server.logs();
+    // The last one: a restart (port 0) binds new ports.
     let ready = logs
         .lines()
-        .find(|l| l.starts_with("[stdout] READY "))
+        .filter(|l| l.starts_with("[stdout] READY "))
+        .last()
         .unwrap_or_else(|| panic!("no READY line in:\n{logs}"));
     ready
         .split_whitespace()
@@ -224,4 +226,20 @@ pub fn workdir() -> tempfile::TempDir {
 /// How many log lines contain `needle`.
 pub fn count_logs(server: &Server, needle: &str) -> usize {
     server.logs().lines().filter(|l| l.contains(needle)).count()
+}
+
+/// One call from sipp (caller 89161234567, expecting the service's 603) to
+/// `dial`, asserted to have run its scenario: it completes the
+/// verification that leased `dial` at once.
+pub fn call_once(server: &Server, dial: &str) {
+    let dir = workdir();
+    let from = from_user("89161234567");
+    let vars = [
+        ("FROM_HEADER", from.as_str()),
+        ("HEADERS", "X-Test: call"),
+        ("CODE", "603"),
+    ];
+    let sf = scenario(dir.path(), "call.xml", &vars);
+    let out = run_uac(dir.path(), &sf, sip_addr(server), dial, "127.0.0.1", 1);
+    assert_sipp_ok(&out, dir.path(), server);
 }
