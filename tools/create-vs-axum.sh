@@ -1,0 +1,205 @@
+#!/usr/bin/env bash
+# Dialproof against an axum + tokio + sqlx implementation of the same API
+# (benches/axum-baseline, its own package, not a workspace member), in the
+# same run, with the same wrk Lua script (issue 13). Both release builds
+# serve HTTPS on 127.0.0.1 with 2 worker threads and SQLite in WAL; each
+# gets KEYS keys (limits raised to 100000/min so the throttle is not what
+# is measured) and a development URL on loopback as its company's webhook
+# target (nothing is ever sent: creates are neither called nor cancelled,
+# and their TTL, 600 s, outlasts the run).
+#
+#  ROUNDS times, alternating the servers (the machine's other load varies):
+#   a. create: wrk -t2 -c50 POST /api/v1/verifications/, each request with
+#      the next of the KEYS keys (committed before its 201 on both sides);
+#   b. GET /api/v1/verifications/<id>/ of the verification each key made
+#      before the rounds.
+#
+# Then a table of req/s per server per round, the ratio Dialproof/axum for
+# create and GET, the medians, the non-2xx answers (wrk counts status >= 400
+# as "Non-2xx or 3xx"), socket errors, and the rows each database holds.
+#
+#   bash tools/create-vs-axum.sh
+#   DURATION=20 ROUNDS=3 bash tools/create-vs-axum.sh
+#
+# POOL is each server's domestic number pool: 50000 per second of creates
+# measured (Dialproof makes about 30000/s here), at most 1048000 (Dialproof
+# holds at most 2^20 numbers). It must exceed every create of the run, or
+# the 503s show as non-2xx: DURATION x ROUNDS of 30 (10 s x 3 rounds) is
+# about the most that fits at 30000 creates/s. Needs wrk (apt-get install wrk), curl and python3. Everything
+# stays on 127.0.0.1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DURATION=${DURATION:-10}
+ROUNDS=${ROUNDS:-2}
+KEYS=${KEYS:-40}
+CONNECTIONS=${CONNECTIONS:-50}
+POOL_MAX=1048000
+POOL=${POOL:-$((50000 * DURATION * ROUNDS < POOL_MAX ? 50000 * DURATION * ROUNDS : POOL_MAX))}
+# A development URL on loopback's discard port: accepted by both servers'
+# SSRF rules, and no webhook is ever due during the run.
+WEBHOOK_URL=http://127.0.0.1:9/hook
+
+for tool in wrk curl python3; do
+  command -v "$tool" >/dev/null || { echo "$tool missing: apt-get install $tool" >&2; exit 1; }
+done
+TARGET=${CARGO_TARGET_DIR:-$PWD/target}
+cargo build --release -q -p dialproof --bins
+cargo build --release -q --manifest-path benches/axum-baseline/Cargo.toml --target-dir "$TARGET"
+BIN=$TARGET/release/dialproof
+AXUM=$TARGET/release/axum-baseline
+DIR=$(mktemp -d /tmp/dialproof-create-vs-axum.XXXXXX)
+DP=; AX=
+trap 'kill $DP $AX 2>/dev/null || true; wait 2>/dev/null || true' EXIT
+echo "files: $DIR; load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+wait_ready() { # stdout-file pid
+  for _ in $(seq 100); do
+    grep -q READY "$1" && { sed -n 's/.*https=\([^ ]*\).*/\1/p' "$1"; return; }
+    kill -0 "$2" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "server did not start: $1" >&2; exit 1
+}
+
+# --- Dialproof: its config, then a company and keys by its operator CLI.
+cat > "$DIR/dialproof.toml" <<EOF
+[server]
+https_listen = "127.0.0.1:0"
+workers = 2
+[storage]
+data_dir = "$DIR/data"
+[[lines]]
+name = "bench"
+mode = "always_up"
+numbers = [
+$(# Dialproof takes at most 1000000 numbers per range: +7495n000000...
+  for ((n = 0; n * 1000000 < POOL; n++)); do
+    left=$((POOL - n * 1000000))
+    echo "  { range_start = \"+7495${n}000000\", count = $((left > 1000000 ? 1000000 : left)), pool = \"domestic\" },"
+  done)
+  { range_start = "+442030000000", count = 10, pool = "international" },
+]
+EOF
+"$BIN" --config "$DIR/dialproof.toml" serve > "$DIR/dialproof.out" 2> "$DIR/dialproof.err" &
+DP=$!
+DP_ADDR=$(wait_ready "$DIR/dialproof.out" "$DP")
+op() { "$BIN" --config "$DIR/dialproof.toml" --json "$@"; }
+json() { python3 -c "import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])$1)"; }
+COMPANY=$(op company create --name bench | json "['id']")
+op company dev-urls "$COMPANY" "$WEBHOOK_URL" > /dev/null
+for i in $(seq "$KEYS"); do
+  KEY=$(op key create --company "$COMPANY" --label "bench-$i")
+  op key set-limit "$(echo "$KEY" | json "['prefix']")" 100000 > /dev/null
+  echo "$KEY" | json "['token']"
+done > "$DIR/dialproof.keys"
+
+# --- axum: its setup mode prints the tokens.
+"$AXUM" setup --db "$DIR/axum.db" --keys "$KEYS" --rate-limit 100000 --dev-url "$WEBHOOK_URL" \
+  > "$DIR/axum.keys"
+"$AXUM" serve --db "$DIR/axum.db" --listen 127.0.0.1:0 --cert-dir "$DIR/axum-tls" \
+  --domestic "$POOL" --international 10 > "$DIR/axum.out" 2> "$DIR/axum.err" &
+AX=$!
+AX_ADDR=$(wait_ready "$DIR/axum.out" "$AX")
+echo "dialproof on https://$DP_ADDR (pid $DP), axum-baseline on https://$AX_ADDR (pid $AX)"
+
+BODY="{\"phone\":\"+79123456789\",\"webhook_url\":\"$WEBHOOK_URL\",\"client_ref\":\"bench\",\"ttl_seconds\":600}"
+# One verification per key on each server, for the GET runs (and a check
+# that both answer 201 to the body the creates send).
+make_ids() { # name addr cacert
+  while read -r token; do
+    curl -sS --fail-with-body --cacert "$3" "https://$2/api/v1/verifications/" \
+      -H "Authorization: Bearer $token" -H 'Content-Type: application/json' -d "$BODY" \
+      | grep -o '"verification_id":"[^"]*"' | cut -d'"' -f4
+  done < "$DIR/$1.keys" > "$DIR/$1.ids"
+  [ "$(grep -c ^ver_ "$DIR/$1.ids")" = "$KEYS" ] || { echo "$1: setup creates failed" >&2; exit 1; }
+}
+make_ids dialproof "$DP_ADDR" "$DIR/data/tls/cert.pem"
+make_ids axum "$AX_ADDR" "$DIR/axum-tls/cert.pem"
+
+# The one script both servers get. MODE picks the request; every request
+# string is built once per thread (key i with the id key i made).
+cat > "$DIR/bench.lua" <<EOF
+local mode = os.getenv("MODE")
+local keys, ids, reqs = {}, {}, {}
+for line in io.lines(os.getenv("KEYS_FILE")) do keys[#keys + 1] = line end
+for line in io.lines(os.getenv("IDS_FILE")) do ids[#ids + 1] = line end
+local body = '$BODY'
+local threads = 0
+function setup(thread)
+  thread:set("first", threads)
+  threads = threads + 1
+end
+function init(args)
+  for i, key in ipairs(keys) do
+    local auth = "Bearer " .. key
+    if mode == "create" then
+      reqs[i] = wrk.format("POST", "/api/v1/verifications/",
+        { ["Authorization"] = auth, ["Content-Type"] = "application/json" }, body)
+    else
+      reqs[i] = wrk.format("GET", "/api/v1/verifications/" .. ids[i] .. "/",
+        { ["Authorization"] = auth })
+    end
+  end
+  -- The threads start half the keys apart, then go round-robin.
+  n = (first or 0) * math.floor(#reqs / 2)
+end
+function request()
+  n = n + 1
+  return reqs[n % #reqs + 1]
+end
+EOF
+
+run() { # mode name addr round
+  MODE=$1 KEYS_FILE="$DIR/$2.keys" IDS_FILE="$DIR/$2.ids" \
+    wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" --latency -s "$DIR/bench.lua" "https://$3/" \
+    > "$DIR/$1-$2-$4.txt"
+  awk -v label="$1 $2 round $4" '
+    /^Requests\/sec:/ { rps = $2 }
+    /Non-2xx or 3xx responses:/ { bad = $5 }
+    /Socket errors:/ { sock = $0; sub(/.*Socket errors: */, "", sock) }
+    $1 == "50%" { p50 = $2 } $1 == "99%" { p99 = $2 }
+    END { printf "%-28s %10.0f req/s  p50 %s  p99 %s  non-2xx %d%s\n", label, rps, p50, p99, bad, (sock ? "  socket errors: " sock : "") }' \
+    "$DIR/$1-$2-$4.txt"
+}
+
+for round in $(seq "$ROUNDS"); do
+  echo "== round $round (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+  run create dialproof "$DP_ADDR" "$round"
+  run create axum "$AX_ADDR" "$round"
+  run get dialproof "$DP_ADDR" "$round"
+  run get axum "$AX_ADDR" "$round"
+done
+
+echo "== summary: wrk -t2 -c$CONNECTIONS -d${DURATION}s, $KEYS keys, $ROUNDS rounds; load average now: $(cut -d' ' -f1-3 /proc/loadavg)"
+python3 - "$DIR" "$ROUNDS" <<'EOF'
+import re, sqlite3, statistics, sys
+d, rounds = sys.argv[1], int(sys.argv[2])
+def wrk(mode, name, r):
+    t = open(f"{d}/{mode}-{name}-{r}.txt").read()
+    bad = re.search(r"Non-2xx or 3xx responses: (\d+)", t)
+    sock = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", t)
+    return (float(re.search(r"Requests/sec:\s+([\d.]+)", t).group(1)),
+            int(bad.group(1)) if bad else 0,
+            sum(map(int, sock.groups())) if sock else 0,
+            int(re.search(r"(\d+) requests in", t).group(1)))
+print(f"{'':8} {'create dialproof':>16} {'create axum':>12} {'ratio':>6}   {'GET dialproof':>13} {'GET axum':>9} {'ratio':>6}")
+cols = {k: [] for k in ("cd", "ca", "cr", "gd", "ga", "gr")}
+bad = {}
+for r in range(1, rounds + 1):
+    (cd, *bcd), (ca, *bca) = wrk("create", "dialproof", r), wrk("create", "axum", r)
+    (gd, *bgd), (ga, *bga) = wrk("get", "dialproof", r), wrk("get", "axum", r)
+    for k, v in (("create dialproof", bcd), ("create axum", bca), ("GET dialproof", bgd), ("GET axum", bga)):
+        bad[k] = [a + b for a, b in zip(bad.get(k, [0, 0, 0]), v)]
+    for k, v in zip(cols, (cd, ca, cd / ca, gd, ga, gd / ga)):
+        cols[k].append(v)
+    print(f"round {r:<2} {cd:16.0f} {ca:12.0f} {cd / ca:6.2f}   {gd:13.0f} {ga:9.0f} {gd / ga:6.2f}")
+m = {k: statistics.median(v) for k, v in cols.items()}
+print(f"median   {m['cd']:16.0f} {m['ca']:12.0f} {m['cd'] / m['ca']:6.2f}   {m['gd']:13.0f} {m['ga']:9.0f} {m['gd'] / m['ga']:6.2f}"
+      f"   (median of the per-round ratios: create {m['cr']:.2f}, GET {m['gr']:.2f})")
+for k, (non2xx, sock, total) in bad.items():
+    print(f"{k}: {total} requests, {non2xx} non-2xx, {sock} socket errors")
+for name, db in (("dialproof", f"{d}/data/dialproof.db"), ("axum", f"{d}/axum.db")):
+    n = sqlite3.connect(f"file:{db}?mode=ro", uri=True).execute("SELECT count(*) FROM verifications").fetchone()[0]
+    print(f"{name} database: {n} verifications")
+EOF
