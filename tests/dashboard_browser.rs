@@ -87,9 +87,9 @@ fn sign_in_create_use_revoke_and_read_the_totals_in_a_browser() {
         tab.get_url()
     );
     tab.wait_for_element("#email").unwrap().click().unwrap();
-    tab.type_str("ann@acme.test").unwrap();
+    tab.send_character("ann@acme.test").unwrap();
     tab.wait_for_element("#password").unwrap().click().unwrap();
-    tab.type_str(PASSWORD).unwrap();
+    tab.send_character(PASSWORD).unwrap();
     screenshot(&tab, "login");
     submit(&tab, "button[type=submit].main", "#total");
     assert!(
@@ -102,7 +102,7 @@ fn sign_in_create_use_revoke_and_read_the_totals_in_a_browser() {
         .unwrap();
     tab.wait_until_navigated().unwrap();
     tab.wait_for_element("#label").unwrap().click().unwrap();
-    tab.type_str("backend").unwrap();
+    tab.send_character("backend").unwrap();
     submit(&tab, "form[action='/api/dashboard/keys'] button", "#token");
     let token = text(&tab, "#token");
     assert!(token.starts_with("svc_live_"), "{token}");
@@ -113,7 +113,7 @@ fn sign_in_create_use_revoke_and_read_the_totals_in_a_browser() {
     tab.navigate_to(&format!("{origin}/dashboard/webhooks/"))
         .unwrap();
     tab.wait_for_element("#url").unwrap().click().unwrap();
-    tab.type_str(&rx.base()).unwrap();
+    tab.send_character(&rx.base()).unwrap();
     submit(
         &tab,
         "form[action='/dashboard/webhooks/dev-url/add/'] button",

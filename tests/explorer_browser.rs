@@ -37,9 +37,9 @@ fn explorer_renders_the_three_operations_offline() {
         .wait_until_navigated()
         .expect("login page loads");
     tab.wait_for_element("#email").unwrap().click().unwrap();
-    tab.type_str("dev@explorer.test").unwrap();
+    tab.send_character("dev@explorer.test").unwrap();
     tab.wait_for_element("#password").unwrap().click().unwrap();
-    tab.type_str(PASSWORD).unwrap();
+    tab.send_character(PASSWORD).unwrap();
     tab.wait_for_element("button[type=submit]")
         .unwrap()
         .click()
@@ -54,8 +54,9 @@ fn explorer_renders_the_three_operations_offline() {
         .expect("key field")
         .click()
         .unwrap();
-    // One call for the whole string: each protocol call costs ~100 ms.
-    tab.type_str(&token).expect("typing the key");
+    // One call for the whole string (Input.insertText): typing it key by
+    // key costs two protocol calls a character, ~0.2 s each here.
+    tab.send_character(&token).expect("typing the key");
     tab.wait_for_element("#load")
         .expect("load button")
         .click()
