@@ -357,3 +357,35 @@ fn a_provider_gone_mid_call_gets_the_final_on_timer_g_until_timer_h() {
     assert_eq!(s.status(&id2)["status"], "completed");
     s.assert_no_panic();
 }
+
+#[test]
+fn a_get_right_after_the_final_shows_the_call() {
+    // The final response leaves once the completion is committed; a GET
+    // sent the moment the caller hears it must show `completed`, although
+    // GETs are served from rows the commit consumer holds in memory (it
+    // trails the writer by microseconds). Busy threads compete for the
+    // cores, as a loaded machine's would, so that the consumer is late
+    // now and then; 50 rounds (the key allows 120 requests a minute).
+    let s = setup(2);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let spinners: Vec<_> = (0..4)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            })
+        })
+        .collect();
+    for round in 0..50 {
+        let (id, dial) = s.pending();
+        let got = provider_call(&s, &dial, &format!("read-after-{round}"));
+        assert_eq!(got.first().map(String::as_str), Some("SIP/2.0 603 Decline"));
+        let v = s.status(&id);
+        assert_eq!(v["status"], "completed", "round {round}: {v}");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    spinners.into_iter().for_each(|t| t.join().unwrap());
+    s.assert_no_panic();
+}

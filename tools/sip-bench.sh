@@ -29,7 +29,9 @@ START=74950000000
 
 command -v sipp >/dev/null || { echo "sipp missing: apt-get install sip-tester" >&2; exit 1; }
 cargo build --release -q --workspace --bins
-BIN=$PWD/target/release/dialproof
+# DIALPROOF_BIN: another build of the service (an older commit's, for an
+# A/B comparison; see tools/sip-ab.sh); the receiver stays this one.
+BIN=${DIALPROOF_BIN:-$PWD/target/release/dialproof}
 RECEIVER_BIN=$PWD/target/release/dialproof-webhook-receiver
 DIR=$(mktemp -d /tmp/dialproof-sip-bench.XXXXXX)
 RECEIVER=

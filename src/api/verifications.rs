@@ -210,12 +210,23 @@ fn invalid(ctx: &Api, errors: &FieldErrors) -> Response {
     Response::json(400, errors.to_json())
 }
 
+/// How long a GET waits for the commit consumer before it reads SQLite
+/// instead of the held rows.
+const HELD_ROWS_WAIT: Duration = Duration::from_millis(50);
+
 pub fn read(ctx: &Api, key: &KeyRow, id: &str) -> Response {
     let Some(id) = VerificationId::parse(id) else {
         return Response::detail(404, texts::NOT_FOUND);
     };
     let company = key.company_id;
-    if let Some(body) = ctx.recent.get(id.as_str(), company) {
+    // What was committed before this request came (a call whose final the
+    // caller already heard, a cancel already answered) is in the held rows
+    // first: the commit consumer trails the writer by microseconds, so
+    // this rarely waits; if it ever waits too long, SQLite answers.
+    let held = wait_until_applied(&ctx.commits, HELD_ROWS_WAIT)
+        .then(|| ctx.recent.get(id.as_str(), company))
+        .flatten();
+    if let Some(body) = held {
         return Response::json(200, body.as_bytes().to_vec());
     }
     let row = wait_for(STORAGE_WAIT, |reply| {

@@ -87,7 +87,6 @@ impl App {
     pub fn sip(&self) -> crate::sip::Sip {
         crate::sip::Sip {
             store: self.store.clone(),
-            commits: self.commits.clone(),
             leases: self.leases.clone(),
             config: self.config.clone(),
             lines: self.sip_lines.clone(),

@@ -47,17 +47,7 @@ const APPLIED_POLL: Duration = Duration::from_micros(200);
 /// reply, it returns once that write's consequences (a released number)
 /// are done. `false` on timeout.
 pub fn wait_until_applied(progress: &dialproof_storage::CommitProgress, timeout: Duration) -> bool {
-    wait_until_applied_to(progress, progress.handed(), timeout)
-}
-
-/// Like [`wait_until_applied`], up to the `target`-th batch handed over
-/// (read by a reply on the writer thread, whose batch was handed before
-/// the reply ran).
-pub fn wait_until_applied_to(
-    progress: &dialproof_storage::CommitProgress,
-    target: u64,
-    timeout: Duration,
-) -> bool {
+    let target = progress.handed();
     let started = std::time::Instant::now();
     while progress.applied() < target {
         if started.elapsed() >= timeout {

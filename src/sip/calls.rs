@@ -23,7 +23,6 @@
 use super::line_info::LineInfo;
 use super::Sip;
 use super::SipStats;
-use crate::shared::wait::wait_until_applied_to;
 use dialproof_engine::lease::Lease;
 use dialproof_engine::sip::identity::{caller, Caller, Source};
 use dialproof_engine::sip::message::Message;
@@ -33,10 +32,6 @@ use dialproof_engine::verification::Event;
 use dialproof_storage::WriteOp;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
-
-/// How long a call's final waits for the commit consumer at most.
-const APPLIED_WAIT: Duration = Duration::from_secs(2);
 
 /// What to do with an INVITE now.
 pub enum Verdict {
@@ -201,25 +196,8 @@ struct Call {
     code: u16,
 }
 
-/// Calls `decide` with the final response once the commit consumer has
-/// applied the call's batch (its GET row, the released number), so a
-/// client that learns of the call from the caller and reads at once sees
-/// it completed. This runs on the writer thread, which must not wait: the
-/// wait is a coroutine's (microseconds; bounded by `APPLIED_WAIT`, after
-/// which the final leaves anyway: the completion is committed).
-fn answer_when_applied(ctx: &Arc<Sip>, decide: Box<dyn FnOnce(u16) + Send>, code: u16) {
-    let progress = ctx.commits.clone();
-    let target = progress.handed();
-    crate::http::listener::spawn_coroutine(move || {
-        if !wait_until_applied_to(&progress, target, APPLIED_WAIT) {
-            tracing::warn!("call's completion not applied in time; final sent anyway");
-        }
-        decide(code);
-    });
-}
-
-/// Submits the call's transition; its reply logs the outcome and, once the
-/// commit is applied, calls `decide` with the final response code.
+/// Submits the call's transition; its reply logs the outcome and calls
+/// `decide` with the final response code.
 fn submit_call(
     ctx: &Arc<Sip>,
     call: Call,
@@ -255,7 +233,7 @@ fn submit_call(
                 Err(e) => tracing::error!(dial_number = %dial, error = %e,
                     "call transition failed"),
             }
-            answer_when_applied(&replied, decide, code);
+            decide(code);
         })),
     };
     if let Err(e) = ctx.store.submit(op) {

@@ -37,9 +37,6 @@ use std::sync::Arc;
 /// the clock and the stop flag.
 pub struct Sip {
     pub store: Store,
-    /// How far the commit consumer is: a call's final response leaves
-    /// only once its completion is applied (a GET then shows it).
-    pub commits: Arc<dialproof_storage::CommitProgress>,
     pub leases: Arc<Leases>,
     pub config: Arc<LiveConfig>,
     /// Each line's up/down state and resolved settings.

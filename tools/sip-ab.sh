@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# tools/sip-bench.sh on two builds of the service, alternating A B A B (the
+# machine's other load varies): A is an older commit (BASE, by default the
+# last commit before src/ was restructured for issue 11), B this tree. Same
+# sipp, same receiver, same rates; prints one line per run and the medians.
+#
+#   bash tools/sip-ab.sh
+#   BASE=<commit> ROUNDS=3 RATE=10000 CALLS=50000 LEASED=10000 bash tools/sip-ab.sh
+#   BASE_BIN=path/to/old/dialproof bash tools/sip-ab.sh   # skip building BASE
+#
+# BASE is built in a git worktree under target/ab-base (its own target dir,
+# about 3 GB). Everything stays on 127.0.0.1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BASE=${BASE:-113be58}
+ROUNDS=${ROUNDS:-2}
+export RATE=${RATE:-10000} CALLS=${CALLS:-50000} LEASED=${LEASED:-10000}
+
+cargo build --release -q --workspace --bins
+if [ -z "${BASE_BIN:-}" ]; then
+  WT=$PWD/target/ab-base/src
+  if [ ! -d "$WT" ]; then git worktree add -f --detach "$WT" "$BASE" >/dev/null; fi
+  git -C "$WT" checkout -q --detach "$BASE"
+  CARGO_TARGET_DIR=$PWD/target/ab-base/target cargo build --release -q -p dialproof \
+    --manifest-path "$WT/Cargo.toml"
+  BASE_BIN=$PWD/target/ab-base/target/release/dialproof
+fi
+HEAD_BIN=$PWD/target/release/dialproof
+OUT=$(mktemp -d /tmp/dialproof-sip-ab.XXXXXX)
+
+# From sip-bench's output: "<rate> <p50> <p99>" of the unleased and the
+# leased run (rate from sipp's cps, latencies from its rtd histogram).
+summary() {
+  python3 - "$1" <<'EOF'
+import re, sys
+text = open(sys.argv[1]).read()
+rates = re.findall(r"Call Rate\s*\|.*\|\s*([0-9.]+) cps", text)
+lat = re.findall(r"p50 (\d+) ms, p99 (\d+) ms", text)
+parts = []
+for name, r, (p50, p99) in zip(["unleased", "leased"], rates, lat):
+    parts.append(f"{name} {float(r):7.0f}/s p50 {p50:>3} ms p99 {p99:>3} ms")
+print(" | ".join(parts))
+EOF
+}
+
+echo "A = $BASE ($BASE_BIN), B = this tree; RATE=$RATE CALLS=$CALLS LEASED=$LEASED"
+for round in $(seq "$ROUNDS"); do
+  for side in A B; do
+    bin=$BASE_BIN; [ "$side" = B ] && bin=$HEAD_BIN
+    DIALPROOF_BIN=$bin bash tools/sip-bench.sh > "$OUT/$side$round.txt" 2>&1
+    echo "round $round $side: $(summary "$OUT/$side$round.txt")  (load $(cut -d' ' -f1 /proc/loadavg))"
+  done
+done
+echo "outputs: $OUT"
