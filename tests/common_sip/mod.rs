@@ -51,8 +51,7 @@ pub fn sip_addr(server: &Server) -> SocketAddr {
     // The last one: a restart (port 0) binds new ports.
     let ready = logs
         .lines()
-        .filter(|l| l.starts_with("[stdout] READY "))
-        .last()
+        .rfind(|l| l.starts_with("[stdout] READY "))
         .unwrap_or_else(|| panic!("no READY line in:\n{logs}"));
     ready
         .split_whitespace()
