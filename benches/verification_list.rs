@@ -42,57 +42,62 @@ fn fill(path: &std::path::Path) -> (i64, i64) {
     drop(admin);
     let mut db = rusqlite::Connection::open(path).expect("open");
     let tx = db.transaction().expect("tx");
-    {
-        let mut v = tx
-            .prepare(
-                "INSERT INTO verifications (id, company_id, api_key_id, phone, dial_number, pool, \
-                 client_ref, webhook_url, ttl_seconds, status, created_at, expires_at, \
-                 completed_at, caller_id, lease_generation) VALUES (?1, ?2, ?3, ?4, \
-                 '+74950000000', 'domestic', ?5, 'https://receiver.example/h', 60, ?6, ?7, ?8, \
-                 NULL, '', 0)",
-            )
-            .expect("prepare");
-        let span = DAYS * DAY_MS;
-        for i in 0..ROWS + ROWS / 10 {
-            let (company, k) = if i < ROWS {
-                (acme, key)
-            } else {
-                (other, other_key)
-            };
-            let at = NOW - span + (i % ROWS) * (span / ROWS);
-            let status = ["completed", "expired", "completed", "failed"][(i % 4) as usize];
-            v.execute(rusqlite::params![
-                format!("ver_{i:026}"),
-                company,
-                k,
-                format!("+7912{:07}", i % 50_000),
-                format!("order-{i}"),
-                status,
-                at,
-                at + 60_000
-            ])
-            .expect("insert");
-        }
-        let mut r = tx
-            .prepare(
-                "INSERT INTO rejections (company_id, api_key_id, phone, pool, reason, created_at) \
-                 VALUES (?1, ?2, ?3, 'domestic', 'all lines busy', ?4)",
-            )
-            .expect("prepare");
-        for i in 0..REJECTIONS {
-            let at = NOW - DAYS * DAY_MS + i * (DAYS * DAY_MS / REJECTIONS);
-            r.execute(rusqlite::params![
-                acme,
-                key,
-                format!("+7912{:07}", i % 50_000),
-                at
-            ])
-            .expect("insert");
-        }
-    }
+    insert_verifications(&tx, (acme, key), (other, other_key));
+    insert_rejections(&tx, acme, key);
     tx.commit().expect("commit");
     db.execute_batch("ANALYZE").expect("analyze");
     (acme, 0)
+}
+
+/// A million rows of `acme` over the last DAYS (statuses in turn) and a
+/// tenth as many of `other`, each `(company, key)`.
+fn insert_verifications(tx: &rusqlite::Transaction, acme: (i64, i64), other: (i64, i64)) {
+    let mut v = tx
+        .prepare(
+            "INSERT INTO verifications (id, company_id, api_key_id, phone, dial_number, pool, \
+             client_ref, webhook_url, ttl_seconds, status, created_at, expires_at, \
+             completed_at, caller_id, lease_generation) VALUES (?1, ?2, ?3, ?4, \
+             '+74950000000', 'domestic', ?5, 'https://receiver.example/h', 60, ?6, ?7, ?8, \
+             NULL, '', 0)",
+        )
+        .expect("prepare");
+    let span = DAYS * DAY_MS;
+    for i in 0..ROWS + ROWS / 10 {
+        let (company, k) = if i < ROWS { acme } else { other };
+        let at = NOW - span + (i % ROWS) * (span / ROWS);
+        let status = ["completed", "expired", "completed", "failed"][(i % 4) as usize];
+        v.execute(rusqlite::params![
+            format!("ver_{i:026}"),
+            company,
+            k,
+            format!("+7912{:07}", i % 50_000),
+            format!("order-{i}"),
+            status,
+            at,
+            at + 60_000
+        ])
+        .expect("insert");
+    }
+}
+
+/// REJECTIONS 503 rows of `acme` over the same period.
+fn insert_rejections(tx: &rusqlite::Transaction, acme: i64, key: i64) {
+    let mut r = tx
+        .prepare(
+            "INSERT INTO rejections (company_id, api_key_id, phone, pool, reason, created_at) \
+                 VALUES (?1, ?2, ?3, 'domestic', 'all lines busy', ?4)",
+        )
+        .expect("prepare");
+    for i in 0..REJECTIONS {
+        let at = NOW - DAYS * DAY_MS + i * (DAYS * DAY_MS / REJECTIONS);
+        r.execute(rusqlite::params![
+            acme,
+            key,
+            format!("+7912{:07}", i % 50_000),
+            at
+        ])
+        .expect("insert");
+    }
 }
 
 fn time_page(reader: &Reader, f: &ListFilter) -> (Duration, usize) {
@@ -106,32 +111,14 @@ fn time_page(reader: &Reader, f: &ListFilter) -> (Duration, usize) {
     (started.elapsed(), page.rows.len())
 }
 
-fn main() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("bench.db");
-    let started = Instant::now();
-    let (acme, _) = fill(&path);
-    println!(
-        "filled {ROWS} verifications + {REJECTIONS} rejections (+{} of another company) in {:.1} s",
-        ROWS / 10,
-        started.elapsed().as_secs_f64()
-    );
-    let reader = Reader::open(&path).expect("reader");
-    let base = ListFilter {
-        company_id: acme,
-        from: UnixMillis(NOW - 7 * DAY_MS),
-        to: UnixMillis(NOW + DAY_MS),
-        status: None,
-        phone: None,
-        client_ref: None,
-        after: None,
-        limit: 50,
-    };
+/// The filters timed: the dashboard's common views of a 7-day and a
+/// 30-day period.
+fn cases(base: &ListFilter) -> Vec<(&'static str, ListFilter)> {
     let deep = ListCursor {
         created_at: UnixMillis(NOW - 6 * DAY_MS),
         sort_id: "ver_99999999999999999999999999".into(),
     };
-    let cases: Vec<(&str, ListFilter)> = vec![
+    vec![
         ("7 days, no filter", base.clone()),
         (
             "7 days, status=completed",
@@ -175,7 +162,31 @@ fn main() {
                 ..base.clone()
             },
         ),
-    ];
+    ]
+}
+
+fn main() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("bench.db");
+    let started = Instant::now();
+    let (acme, _) = fill(&path);
+    println!(
+        "filled {ROWS} verifications + {REJECTIONS} rejections (+{} of another company) in {:.1} s",
+        ROWS / 10,
+        started.elapsed().as_secs_f64()
+    );
+    let reader = Reader::open(&path).expect("reader");
+    let base = ListFilter {
+        company_id: acme,
+        from: UnixMillis(NOW - 7 * DAY_MS),
+        to: UnixMillis(NOW + DAY_MS),
+        status: None,
+        phone: None,
+        client_ref: None,
+        after: None,
+        limit: 50,
+    };
+    let cases = cases(&base);
     println!(
         "{:<42} {:>6} {:>10} {:>10}",
         "case (page of 50 + totals)", "rows", "median", "worst"

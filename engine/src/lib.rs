@@ -30,6 +30,7 @@ pub mod ssrf;
 pub mod time;
 pub mod validate;
 pub mod verification;
+pub mod verification_start;
 pub mod webhook;
 pub mod webhook_retry;
 pub mod webhook_schedule;

@@ -11,7 +11,6 @@
 //! only says which of those must happen.
 
 use crate::time::UnixMillis;
-use crate::validate::CreateRequest;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Status {
@@ -196,57 +195,9 @@ pub fn effective_ttl_seconds(requested: u32) -> u32 {
     requested.clamp(TTL_SECONDS_MIN, TTL_SECONDS_MAX)
 }
 
-/// A verification as a create starts it: what is decided about a new row
-/// (pending, expiring `ttl_seconds` after its creation, no call recorded),
-/// apart from who owns it and where it is stored.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Started {
-    pub request: CreateRequest,
-    pub dial_number: String,
-    pub lease_generation: u32,
-    pub status: Status,
-    pub created_at: UnixMillis,
-    pub expires_at: UnixMillis,
-}
-
-/// Starts a verification for a validated request on the number it leased
-/// (`(number, lease generation)`), at `now`.
-pub fn start(request: CreateRequest, lease: (String, u32), now: UnixMillis) -> Started {
-    let expires_at = now.plus_seconds(request.ttl_seconds);
-    Started {
-        request,
-        dial_number: lease.0,
-        lease_generation: lease.1,
-        status: Status::Pending,
-        created_at: now,
-        expires_at,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_started_verification_is_pending_and_expires_after_its_effective_ttl() {
-        let request = CreateRequest {
-            phone: "+79991234567".into(),
-            pool: crate::pool::Pool::Domestic,
-            webhook_url: "https://example.com/h".into(),
-            client_ref: "r".into(),
-            info: String::new(),
-            ttl_seconds_requested: 5,
-            ttl_seconds: effective_ttl_seconds(5),
-        };
-        let started = start(request, ("+74950000001".into(), 7), UnixMillis(1_000));
-        assert_eq!(started.status, Status::Pending);
-        assert_eq!(started.created_at, UnixMillis(1_000));
-        assert_eq!(started.expires_at, UnixMillis(1_000 + 30_000));
-        assert_eq!(
-            (started.dial_number.as_str(), started.lease_generation),
-            ("+74950000001", 7)
-        );
-    }
 
     const T0: UnixMillis = UnixMillis(1_000_000);
 

@@ -11,7 +11,8 @@ use dialproof_engine::time::UnixMillis;
 use dialproof_engine::validate::{
     media_type, parse_create, CreateError, CreateRequest, FieldErrors,
 };
-use dialproof_engine::verification::{self, Event, Status};
+use dialproof_engine::verification::{Event, Status};
+use dialproof_engine::verification_start;
 use dialproof_storage::{KeyRow, NewRejection, VerificationRow, WriteOp};
 use std::time::Duration;
 
@@ -93,7 +94,7 @@ pub fn create(ctx: &Api, req: &Request, key: &KeyRow, now: UnixMillis) -> Respon
         return reject_no_number(ctx, key, &input, now);
     };
     let id = VerificationKey::new(now, rand::random::<u128>()).id();
-    let started = verification::start(input, (dial_number, generation), now);
+    let started = verification_start::start(input, (dial_number, generation), now);
     let row = VerificationRow::new(id.as_str().to_owned(), key.company_id, key.id, started);
     commit_created(ctx, key, row)
 }

@@ -10,7 +10,8 @@
 use crate::error::{Result, StorageError};
 use dialproof_engine::pool::Pool;
 use dialproof_engine::time::UnixMillis;
-use dialproof_engine::verification::{EventType, Started, Status};
+use dialproof_engine::verification::{EventType, Status};
+use dialproof_engine::verification_start::Started;
 use dialproof_engine::CompanyId;
 use rusqlite::Row;
 
