@@ -22,7 +22,7 @@ use dialproof_engine::sip::server::{Dropped, Endpoint, Event, Transmit, TxId};
 use dialproof_engine::sip::Instant;
 use may::net::UdpSocket;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -135,13 +135,13 @@ pub(super) fn receive(
 
 /// Milliseconds since the driver started, on the service's one clock, for
 /// the engine's machines (their timers: retransmissions, Timer H, the
-/// registration refresh). Never backwards: should the wall clock be
-/// stepped back, the SIP timers stand still until it catches up rather
-/// than fire again.
+/// registration refresh). It adds up the clock's forward steps only: a
+/// wall clock stepped back costs the timers nothing but that one step
+/// (they neither fire again nor stand still until it catches up).
 pub(super) struct Clock {
     source: crate::shared::clock::Clock,
-    start: i64,
-    last: AtomicU64,
+    /// The source's last reading and the milliseconds counted so far.
+    state: std::sync::Mutex<(i64, u64)>,
 }
 
 impl Clock {
@@ -149,14 +149,18 @@ impl Clock {
         let start = source.now().0;
         Clock {
             source,
-            start,
-            last: AtomicU64::new(0),
+            state: std::sync::Mutex::new((start, 0)),
         }
     }
 
     pub(super) fn now(&self) -> Instant {
-        let elapsed = u64::try_from(self.source.now().0 - self.start).unwrap_or(0);
-        Instant(self.last.fetch_max(elapsed, Ordering::AcqRel).max(elapsed))
+        let wall = self.source.now().0;
+        // A poisoned lock only means a panic elsewhere while counting; the
+        // pair is still a valid reading.
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let step = u64::try_from(wall - state.0).unwrap_or(0);
+        *state = (wall, state.1.saturating_add(step));
+        Instant(state.1)
     }
 }
 
@@ -396,5 +400,30 @@ fn log_outcome(line: &str, outcome: &Outcome, now: Instant) {
 fn send(socket: &UdpSocket, t: &Transmit) {
     if let Err(e) = socket.send_to(&t.bytes, t.to) {
         tracing::debug!(to = %t.to, error = %e, "sip send failed");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dialproof_engine::time::UnixMillis;
+    use std::sync::atomic::AtomicI64;
+
+    #[test]
+    fn the_sip_clock_counts_forward_steps_only() {
+        let wall = Arc::new(AtomicI64::new(1_000_000));
+        let source = wall.clone();
+        let clock = Clock::new(crate::shared::clock::Clock::from_fn(move || {
+            UnixMillis(source.load(Ordering::SeqCst))
+        }));
+        assert_eq!(clock.now(), Instant(0));
+        wall.fetch_add(500, Ordering::SeqCst);
+        assert_eq!(clock.now(), Instant(500));
+        // Stepped back an hour: no rewind...
+        wall.fetch_sub(3_600_000, Ordering::SeqCst);
+        assert_eq!(clock.now(), Instant(500));
+        // ...and no standing still until the wall clock catches up.
+        wall.fetch_add(200, Ordering::SeqCst);
+        assert_eq!(clock.now(), Instant(700));
     }
 }
