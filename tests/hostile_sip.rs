@@ -22,7 +22,11 @@ struct Setup {
 }
 
 fn setup(numbers: u64) -> Setup {
-    let server = Server::start(&sip_config(&trusted_line(numbers, 603)));
+    setup_on(Server::start(&sip_config(&trusted_line(numbers, 603))))
+}
+
+/// A client key and the SIP address of a started `server`.
+fn setup_on(server: Server) -> Setup {
     let token = server.new_client("Acme");
     let sip = sip_addr(&server);
     Setup { server, token, sip }
@@ -314,9 +318,7 @@ fn a_provider_gone_mid_call_gets_the_final_on_timer_g_until_timer_h() {
     // retransmissions come in real time, and the clock then jumps to
     // Timer H instead of the test waiting 32 s.
     let (server, clock) = Server::start_flowing(&sip_config(&trusted_line(3, 603)));
-    let token = server.new_client("Acme");
-    let sip = sip_addr(&server);
-    let s = Setup { server, token, sip };
+    let s = setup_on(server);
     let (id, dial) = s.pending();
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
     let local = sock.local_addr().unwrap();

@@ -95,9 +95,7 @@ fn a_removed_leased_number_keeps_its_verification_and_a_new_line_is_issuable() {
     assert_eq!(r.json()["status"], "pending");
     assert_eq!(r.json()["dial_number"], removed["dial_number"]);
     let expires_at = parse_utc(removed["expires_at"].as_str().unwrap());
-    clock.advance(Duration::from_millis(
-        (expires_at + 100 - clock.now_millis()).max(0) as u64,
-    ));
+    clock.advance_to(expires_at + 100);
     let expired = poll(Duration::from_secs(10), || {
         std::thread::sleep(Duration::from_millis(200));
         let r = server.get(&token, &id(&removed));

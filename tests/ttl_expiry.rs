@@ -112,9 +112,7 @@ fn ttl_elapsed_while_down_is_expired_after_restart() {
     let id = v["verification_id"].as_str().unwrap();
     let expires_at = parse_utc(v["expires_at"].as_str().unwrap());
     s.stop_in_process();
-    clock.advance(Duration::from_millis(
-        (expires_at + 1000 - clock.now_millis()) as u64,
-    ));
+    clock.advance_to(expires_at + 1000);
     s.restart_in_process(&clock);
     // Recovery runs before the listeners open: no polling needed.
     let g = s.get(&token, id);

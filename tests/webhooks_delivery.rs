@@ -33,8 +33,7 @@ fn past_expiry(clock: &VirtualClock, created: &[&Value]) {
         .map(|v| parse_utc(v["expires_at"].as_str().unwrap()))
         .max()
         .unwrap();
-    let step = (last + 100 - clock.now_millis()).max(0) as u64;
-    clock.advance(Duration::from_millis(step));
+    clock.advance_to(last + 100);
 }
 
 fn company_with_secret(s: &Server, name: &str) -> (i64, String) {

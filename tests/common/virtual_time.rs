@@ -65,6 +65,12 @@ impl VirtualClock {
         self.now_millis() - super::now_millis()
     }
 
+    /// Moves the clock forward to `ms` (Unix milliseconds); never back.
+    pub fn advance_to(&self, ms: i64) {
+        let step = u64::try_from(ms - self.now_millis()).unwrap_or(0);
+        self.advance(Duration::from_millis(step));
+    }
+
     /// Moves the clock forward by `d`.
     pub fn advance(&self, d: Duration) {
         let ms = i64::try_from(d.as_millis()).expect("a test's step fits");
