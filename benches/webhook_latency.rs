@@ -21,18 +21,17 @@
 //! Run: `cargo bench --bench webhook_latency` (under a minute), or
 //! `BENCH_MODE=expiry cargo bench --bench webhook_latency`.
 
-#[path = "../tests/common/mod.rs"]
-mod common;
-#[path = "../tests/common_sip/mod.rs"]
-mod common_sip;
-#[path = "../tests/common_webhook/mod.rs"]
-mod common_webhook;
+// The integration tests' harness, included by path: the bench drives the
+// service as the webhook tests do, and uses only part of the harness.
+#[allow(dead_code, unused_imports)]
+#[path = "../tests/it/support/mod.rs"]
+mod support;
 
-use common::*;
-use common_webhook::*;
 use serde_json::json;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
+use support::webhooks::*;
+use support::*;
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -71,7 +70,7 @@ fn report(name: &str, mut ms: Vec<f64>) {
 fn main() {
     // `cargo bench` passes `--bench`; the settings come from the environment.
     let mode = std::env::var("BENCH_MODE").unwrap_or_else(|_| "call".into());
-    let rx = Receiver::start(Answer::Status(200));
+    let rx = Receiver::recording(Answer::Status(200));
     let (s, hits, event_name) = match mode.as_str() {
         "call" => calls(&rx, env_usize("BENCH_WEBHOOKS", 200)),
         "expiry" => expiries(
@@ -118,7 +117,7 @@ fn main() {
 /// limit high enough for the run.
 fn client(s: &Server, rx: &Receiver) -> String {
     let company = s.create_company("bench");
-    s.cli(&["company", "dev-urls", &company.to_string(), &rx.base()]);
+    s.cli(&["company", "dev-urls", &company.to_string(), &rx.base_url()]);
     let token = s.create_key(company);
     let prefix = token.split('_').nth(2).expect("token prefix").to_owned();
     s.cli(&["key", "set-limit", &prefix, "100000"]);
@@ -126,22 +125,22 @@ fn client(s: &Server, rx: &Receiver) -> String {
 }
 
 fn calls(rx: &Receiver, n: usize) -> (Server, Vec<Hit>, &'static str) {
-    let s = Server::start(&common_sip::sip_config(&common_sip::trusted_line(
+    let s = Server::start(&support::sip::sip_config(&support::sip::trusted_line(
         n as u64 + 10,
         603,
     )));
     let token = client(&s, rx);
-    let dir = common_sip::workdir();
-    let sf = common_sip::scenario(
+    let dir = support::sip::workdir();
+    let sf = support::sip::scenario(
         dir.path(),
         "call.xml",
         &[
-            ("FROM_HEADER", &common_sip::from_user("89161234567")),
+            ("FROM_HEADER", &support::sip::from_user("89161234567")),
             ("HEADERS", "X-Bench: webhook"),
             ("CODE", "603"),
         ],
     );
-    let sip = common_sip::sip_addr(&s);
+    let sip = support::sip::sip_addr(&s);
     println!("{n} verifications, each completed by a sipp call...");
     for i in 0..n {
         let v = s.create_ok(
@@ -149,8 +148,8 @@ fn calls(rx: &Receiver, n: usize) -> (Server, Vec<Hit>, &'static str) {
             &json!({"phone": RU_PHONE, "webhook_url": rx.url("/hook"), "ttl_seconds": 600}),
         );
         let dial = v["dial_number"].as_str().unwrap();
-        let out = common_sip::run_uac(dir.path(), &sf, sip, dial, "127.0.0.1", 1);
-        common_sip::assert_sipp_ok(&out, dir.path(), &s);
+        let out = support::sip::run_uac(dir.path(), &sf, sip, dial, "127.0.0.1", 1);
+        support::sip::assert_sipp_ok(&out, dir.path(), &s);
         // Every call's webhook before the next call: one at a time.
         rx.wait_for("/hook", i + 1, Duration::from_secs(10));
     }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The failover test (tests/standby_failover.rs) as a longer run: a steady
+# The failover test (tests/it/standby/failover.rs) as a longer run: a steady
 # create load at RATE a second for DURATION seconds under `litestream replicate
 # -exec`, SIGKILL, `litestream restore`, a promoted start; prints the run's
 # figures (creates lost, how long before the kill the newest restored one
@@ -20,6 +20,6 @@ if [ ! -x "$DIALPROOF_PYENV/bin/litestream" ]; then
   exit 1
 fi
 FAILOVER_RATE="$RATE" FAILOVER_SECONDS="$DURATION" \
-  cargo test -p dialproof --test standby_failover -- \
-  a_promoted_standby_takes_over_without_double_leases --exact --nocapture 2>&1 |
+  cargo test -p dialproof --test it -- \
+  standby::failover::a_promoted_standby_takes_over_without_double_leases --exact --nocapture 2>&1 |
   grep -E '^failover:|test result|panicked' 

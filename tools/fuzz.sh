@@ -3,8 +3,8 @@
 # create_body) for FUZZ_SECONDS seconds (default 60) when a nightly toolchain
 # and cargo-fuzz are installed; otherwise says why and exits 0. The default
 # test run covers the same functions without nightly, with seeded mutations
-# of the same corpora (engine/tests/sip_never_panics.rs,
-# engine/tests/edges_never_panic.rs).
+# of the same corpora (engine/tests/it/sip.rs,
+# engine/tests/it/edges.rs).
 #
 #   bash tools/fuzz.sh                      # 60 s per target
 #   FUZZ_SECONDS=3600 bash tools/fuzz.sh    # longer

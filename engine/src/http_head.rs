@@ -6,7 +6,7 @@
 //! `Expect`, `Connection`). Each refusal is the status and text to answer.
 //! The binary's connection loop (`src/http/conn.rs`) does the reading and
 //! the timing; the fuzz target `http_request` and
-//! `tests/edges_never_panic.rs` drive [`exercise`].
+//! `tests/it/edges.rs` drive [`exercise`].
 //!
 //! Not for: reading sockets, timeouts, bodies or routing.
 

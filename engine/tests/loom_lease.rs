@@ -4,12 +4,19 @@
 //! Run with:
 //!
 //! ```text
-//! RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=/work/main/target/loom cargo test -p dialproof-engine --test loom_lease --release
+//! RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p dialproof-engine --test loom_lease --release
 //! ```
 //!
 //! Each model has two threads and tables of one or two bitmap words, so it
 //! finishes in seconds. The separate target directory keeps the loom build
 //! (every crate compiled with `--cfg loom`) from evicting the normal one.
+//!
+//! A test target of its own, not a module of `tests/it`: only this one is
+//! built with `--cfg loom` (see `tests/it/main.rs`); in a normal build it
+//! is empty.
+//!
+//! Not for: races of the service as a whole (the root package's crash and
+//! failover tests).
 #![cfg(loom)]
 
 use dialproof_engine::lease::{LeaseTable, LineId, LineSpec, NumberSpec, Slot};

@@ -380,7 +380,7 @@ mod tests {
         );
         // The body came with the head (one read here): no 100 is needed.
         // The interim answer itself is shown over TLS in
-        // tests/hostile_http.rs.
+        // tests/it/resilience/hostile/http/framing.rs.
         assert!(out.starts_with("HTTP/1.1 200 OK"), "{out}");
         let out = run(b"POST / HTTP/1.1\r\nHost: h\r\nExpect: x\r\nContent-Length: 2\r\n\r\nab");
         assert!(out.starts_with("HTTP/1.1 417"), "{out}");

@@ -109,7 +109,7 @@ pub fn spawn_https(
 /// Drives the TLS handshake before the first request: false when it failed
 /// or did not finish within [`TLS_HANDSHAKE_TIMEOUT`]. The timeout is for
 /// the whole handshake, not each read, so a peer trickling its ClientHello
-/// a byte at a time is dropped too (`tests/hostile_http_slow.rs`).
+/// a byte at a time is dropped too (`tests/it/resilience/hostile/http/slow.rs`).
 fn handshake(stream: &mut TlsStream) -> bool {
     // Not `complete_io`: it loops inside until the handshake is done, so a
     // deadline checked around it is never reached while bytes trickle in.

@@ -8,7 +8,7 @@
 //! delivery attempt (`crate::webhooks::vetting`). An in-process test passes
 //! its own `Resolve`. Black-box tests change what the system resolver
 //! answers from outside: they run the service in a network namespace with a
-//! hosts file of their own (`tests/common/netns.rs`). Nothing in this module
+//! hosts file of their own (`tests/it/support/netns.rs`). Nothing in this module
 //! reads a test switch.
 //!
 //! `getaddrinfo` blocks its thread for as long as the lookup takes, so

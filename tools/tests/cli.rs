@@ -1,7 +1,9 @@
 //! The tools' command lines, without a service: what they refuse before
-//! sending anything. (The runs against the real service are in the
-//! workspace's `tests/load_tool.rs`, which uses the binaries this package's
-//! integration tests make cargo build.)
+//! sending anything.
+//!
+//! Not for: the runs against the real service (the workspace's
+//! `tests/it/tools/`, which uses the binaries this package's integration
+//! tests make cargo build).
 
 use std::process::Command;
 

@@ -1,6 +1,6 @@
 //! One entry point that pushes arbitrary bytes through every parser on the
 //! SIP edge, for the fuzz target (`engine/fuzz`, `sip_parse`) and the
-//! deterministic never-panics test (`engine/tests/sip_never_panics.rs`).
+//! deterministic never-panics test (`engine/tests/it/sip.rs`).
 //!
 //! Not for: production paths (nothing calls it outside those two).
 

@@ -19,7 +19,7 @@
 //! re-parse every header we read anyway, so [`message`] is a small strict
 //! parser of exactly what a UAS needs (RFC 3261 s7 and s20), with named
 //! limits, that never panics on peer bytes (see `engine/fuzz` and
-//! `engine/tests/sip_never_panics.rs`).
+//! `engine/tests/it/sip.rs`).
 //!
 //! Not for: sockets, clocks or threads (the binary's `src/sip` drives these
 //! machines), dialogs beyond the INVITE transaction (we never answer a

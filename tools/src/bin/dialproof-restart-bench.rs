@@ -31,10 +31,11 @@ use dialproof_engine::ids::VerificationId;
 use dialproof_engine::pool::Pool;
 use dialproof_engine::time::UnixMillis;
 use dialproof_engine::verification::Status;
+use dialproof_kit::cli;
+use dialproof_kit::process::{Log, Running, Stderr};
 use dialproof_storage::{Admin, Options, StorageError, Store, VerificationRow, WriteOp};
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -139,13 +140,13 @@ fn bench(args: &Args, root: &Path) -> Result<()> {
 
     let first = big.start(&args.bin)?;
     let first_get = first.get_ok(&big, &token, &probe)?;
-    let first_ready = first.ready_after;
+    let first_ready = first.process.ready_after();
     let mut first = first;
     std::thread::sleep(SETTLE);
     first.kill()?;
     let again = big.start(&args.bin)?;
     let again_get = again.get_ok(&big, &token, &probe)?;
-    let again_ready = again.ready_after;
+    let again_ready = again.process.ready_after();
     let loaded = again.settle_and_stop()?;
 
     let per_number = per_item(
@@ -233,78 +234,37 @@ impl Instance {
     }
 
     fn cli(&self, bin: &Path, args: &[&str]) -> Result<serde_json::Value> {
-        let out = Command::new(bin)
-            .arg("--config")
-            .arg(&self.config)
-            .arg("--json")
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .context("running the dialproof CLI")?;
-        if !out.status.success() {
-            bail!(
-                "dialproof {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        let text = String::from_utf8_lossy(&out.stdout);
-        text.lines()
-            .rev()
-            .find_map(|l| serde_json::from_str(l.trim()).ok())
-            .with_context(|| format!("dialproof {args:?} printed no JSON: {text}"))
+        Ok(cli::run(bin, Some(&self.config), args)?)
     }
 
     /// Spawns `serve` and waits for its READY line.
-    fn start(&self, bin: &Path) -> Result<Running> {
+    fn start(&self, bin: &Path) -> Result<Started> {
         let log = std::fs::File::create(self.data.with_extension("log")).context("log file")?;
-        let spawned_at = Instant::now();
-        let mut child = Command::new(bin)
+        let mut command = Command::new(bin);
+        command
             .arg("--config")
             .arg(&self.config)
             .arg("serve")
-            .env("DIALPROOF_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(log)
-            .spawn()
-            .context("spawning dialproof")?;
-        let stdout = child.stdout.take().context("stdout")?;
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if line.starts_with("READY ") {
-                    let _ = tx.send(line);
-                }
-            }
-        });
-        let Ok(line) = rx.recv_timeout(READY_TIMEOUT) else {
-            let _ = child.kill();
-            let _ = child.wait();
-            bail!(
-                "no READY within {READY_TIMEOUT:?}; see {}",
+            .env("DIALPROOF_LOG", "warn");
+        let process = Running::spawn(&mut command, &Log::new(), Stderr::File(log), READY_TIMEOUT)
+            .with_context(|| {
+            format!(
+                "starting dialproof; see {}",
                 self.data.with_extension("log").display()
-            );
-        };
-        let ready_after = spawned_at.elapsed();
-        let https = line
-            .split_whitespace()
-            .find_map(|p| p.strip_prefix("https="))
+            )
+        })?;
+        let https = process
+            .ready()
+            .field("https")
             .context("no https= in READY")?
             .to_owned();
-        Ok(Running {
-            child,
-            spawned_at,
-            ready_after,
-            https,
-        })
+        Ok(Started { process, https })
     }
 }
 
-struct Running {
-    child: Child,
-    spawned_at: Instant,
-    ready_after: Duration,
+/// A started service.
+struct Started {
+    process: Running,
     https: String,
 }
 
@@ -313,7 +273,7 @@ struct Memory {
     hwm_kib: u64,
 }
 
-impl Running {
+impl Started {
     /// GETs verification `id` until a 200; returns the time since spawn.
     fn get_ok(&self, instance: &Instance, token: &str, id: &str) -> Result<Duration> {
         let port = self.https.rsplit(':').next().context("https port")?;
@@ -332,7 +292,7 @@ impl Running {
                 .output()
                 .context("running curl")?;
             if out.stdout == b"200" {
-                return Ok(self.spawned_at.elapsed());
+                return Ok(self.process.started().elapsed());
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -342,24 +302,17 @@ impl Running {
     /// Lets the service run for [`SETTLE`], reads its memory, stops it.
     fn settle_and_stop(mut self) -> Result<Memory> {
         std::thread::sleep(SETTLE);
-        let memory = memory(self.child.id())?;
-        let ok = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.child.id().to_string())
-            .status()
-            .context("kill -TERM")?
-            .success();
-        if !ok {
-            bail!("kill -TERM failed");
-        }
-        self.child.wait().context("waiting for dialproof")?;
+        let memory = memory(self.process.pid())?;
+        // A large database may take long to close: bounded like a start.
+        self.process
+            .terminate(READY_TIMEOUT)
+            .context("stopping dialproof")?;
         Ok(memory)
     }
 
     /// SIGKILL: no shutdown of any kind.
     fn kill(&mut self) -> Result<()> {
-        self.child.kill().context("SIGKILL")?;
-        self.child.wait().context("waiting for dialproof")?;
+        self.process.kill().context("SIGKILL")?;
         Ok(())
     }
 }

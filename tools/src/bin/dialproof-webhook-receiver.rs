@@ -16,9 +16,9 @@
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
+use dialproof_kit::signature::TOLERANCE_SECONDS_DEFAULT;
+use dialproof_kit::webhook::{Hit, Receiver, Settings};
 use dialproof_tools::load::target::check_loopback;
-use dialproof_tools::signature::TOLERANCE_SECONDS_DEFAULT;
-use dialproof_tools::webhook_receiver::{Event, Receiver, Settings};
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
@@ -90,7 +90,7 @@ fn secrets(args: &Args) -> Result<Vec<String>> {
     Ok(secrets)
 }
 
-fn line(e: &Event) -> String {
+fn line(e: &Hit) -> String {
     let verdict = if e.verdict.is_valid() {
         "valid".to_owned()
     } else {
@@ -121,7 +121,7 @@ fn run() -> Result<i32> {
     };
     let listener =
         TcpListener::bind(args.listen).with_context(|| format!("binding {}", args.listen))?;
-    let (tx, rx) = mpsc::channel::<Event>();
+    let (tx, rx) = mpsc::channel::<Hit>();
     let tx = std::sync::Mutex::new(tx);
     let receiver = Receiver::start(listener, settings, move |e| {
         if let Ok(tx) = tx.lock() {

@@ -4,11 +4,12 @@
 //!
 //! Not for: load measurement (`crate::load` has the event-loop client).
 
-use crate::load::target::{client_config, Trust};
 use anyhow::Result;
-use rustls::pki_types::ServerName;
-use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use dialproof_kit::client::Conn;
+use dialproof_kit::http::{build_request, Reading};
+use dialproof_kit::tls::{self, TlsStream, Trust};
+use std::io;
+use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,8 +18,16 @@ use std::time::Duration;
 pub const IO_TIMEOUT: Duration = Duration::from_secs(5);
 /// An answer larger than this is not the service's.
 const RESPONSE_BYTES_MAX: usize = 256 * 1024;
-
-type Tls = rustls::StreamOwned<rustls::ClientConnection, TcpStream>;
+/// What the harness reads: the service's answers, always framed by
+/// `Content-Length`.
+const READING: Reading = Reading {
+    head_request: false,
+    keep_headers: false,
+    keep_body: true,
+    body_until_close: false,
+    head_bytes_max: RESPONSE_BYTES_MAX,
+    body_bytes_max: RESPONSE_BYTES_MAX,
+};
 
 /// One answer: status and body.
 #[derive(Debug, Clone)]
@@ -37,7 +46,7 @@ pub struct Client {
     addr: SocketAddr,
     tls: Arc<rustls::ClientConfig>,
     token: String,
-    conn: Option<Tls>,
+    conn: Option<Conn<TlsStream>>,
 }
 
 impl Client {
@@ -45,7 +54,7 @@ impl Client {
     pub fn new(addr: SocketAddr, cert: &Path, token: &str) -> Result<Client> {
         Ok(Client {
             addr,
-            tls: client_config(Trust::CaFile(cert))?,
+            tls: tls::client_config(Trust::CaFile(cert))?,
             token: token.to_owned(),
             conn: None,
         })
@@ -82,94 +91,29 @@ impl Client {
     }
 
     fn try_request(&mut self, method: &str, path: &str, body: Option<&[u8]>) -> io::Result<Reply> {
-        let mut head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {}\r\n",
-            self.token
-        );
-        if let Some(b) = body {
-            head.push_str(&format!(
-                "Content-Type: application/json\r\nContent-Length: {}\r\n",
-                b.len()
-            ));
+        let auth = format!("Bearer {}", self.token);
+        let mut headers = vec![("Authorization", auth.as_str())];
+        if body.is_some() {
+            headers.push(("Content-Type", "application/json"));
         }
-        head.push_str("\r\n");
-        let mut bytes = head.into_bytes();
-        bytes.extend_from_slice(body.unwrap_or_default());
+        let bytes = build_request(method, path, &headers, body.unwrap_or_default(), true);
         let conn = self.connection()?;
-        conn.write_all(&bytes)?;
-        conn.flush()?;
-        read_reply(conn)
+        conn.send(&bytes)?;
+        let response = conn.read_response_to(method)?;
+        Ok(Reply {
+            status: response.status,
+            body: response.body,
+        })
     }
 
-    fn connection(&mut self) -> io::Result<&mut Tls> {
+    fn connection(&mut self) -> io::Result<&mut Conn<TlsStream>> {
         if self.conn.is_none() {
-            let tcp = TcpStream::connect_timeout(&self.addr, IO_TIMEOUT)?;
-            tcp.set_read_timeout(Some(IO_TIMEOUT))?;
-            tcp.set_write_timeout(Some(IO_TIMEOUT))?;
-            tcp.set_nodelay(true)?;
-            let name = ServerName::try_from("localhost").map_err(io::Error::other)?;
-            let conn =
-                rustls::ClientConnection::new(self.tls.clone(), name).map_err(io::Error::other)?;
-            self.conn = Some(rustls::StreamOwned::new(conn, tcp));
+            let stream = tls::connect(self.addr, &self.tls, "localhost", IO_TIMEOUT)?;
+            self.conn = Some(Conn::with_reading(stream, READING));
         }
         // Set just above.
         self.conn
             .as_mut()
             .ok_or_else(|| io::Error::other("no connection"))
     }
-}
-
-fn bad(what: &str) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, what.to_owned())
-}
-
-/// Reads one response with a `Content-Length` body.
-fn read_reply(conn: &mut Tls) -> io::Result<Reply> {
-    let mut buf = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 8192];
-    let head_len = loop {
-        if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break p + 4;
-        }
-        if buf.len() > RESPONSE_BYTES_MAX {
-            return Err(bad("response head too large"));
-        }
-        match conn.read(&mut chunk)? {
-            0 => return Err(io::ErrorKind::UnexpectedEof.into()),
-            n => buf.extend_from_slice(&chunk[..n]),
-        }
-    };
-    let mut headers = [httparse::EMPTY_HEADER; 32];
-    let mut parsed = httparse::Response::new(&mut headers);
-    if !matches!(
-        parsed.parse(&buf[..head_len]),
-        Ok(httparse::Status::Complete(_))
-    ) {
-        return Err(bad("malformed response head"));
-    }
-    let status = parsed.code.ok_or_else(|| bad("no status"))?;
-    let length = parsed
-        .headers
-        .iter()
-        .find(|h| h.name.eq_ignore_ascii_case("content-length"))
-        .and_then(|h| {
-            std::str::from_utf8(h.value)
-                .ok()?
-                .trim()
-                .parse::<usize>()
-                .ok()
-        })
-        .ok_or_else(|| bad("no Content-Length"))?;
-    if length > RESPONSE_BYTES_MAX {
-        return Err(bad("response body too large"));
-    }
-    let mut body = buf.split_off(head_len);
-    while body.len() < length {
-        match conn.read(&mut chunk)? {
-            0 => return Err(io::ErrorKind::UnexpectedEof.into()),
-            n => body.extend_from_slice(&chunk[..n]),
-        }
-    }
-    body.truncate(length);
-    Ok(Reply { status, body })
 }

@@ -1,6 +1,6 @@
 //! The crash harness behind `dialproof-crash-loop`: the real service under
 //! mixed load (creates, reads, cancels over HTTPS; SIP calls from
-//! [`crate::sip_caller`]; webhooks to the bundled [`crate::webhook_receiver`]
+//! [`crate::sip_caller`]; webhooks to the bundled [`dialproof_kit::webhook`]
 //! registered as a development URL), SIGKILLed at random moments and
 //! restarted, with the invariants of [`ledger`] checked after every restart
 //! and at the end, and every acknowledged 503 rejection looked up in the
@@ -190,7 +190,7 @@ impl Harness {
 fn setup(
     svc: &Service,
     ledger: &Arc<Ledger>,
-) -> Result<(crate::webhook_receiver::Receiver, String, i64)> {
+) -> Result<(dialproof_kit::webhook::Receiver, String, i64)> {
     let company = svc.cli(&["company", "create", "--name", "crash-loop"])?;
     let id = company["id"].as_i64().context("company id")?;
     let secret = company["webhook_secret"]
@@ -209,12 +209,12 @@ fn setup(
     let prefix = key["prefix"].as_str().context("prefix")?;
     svc.cli(&["key", "set-limit", prefix, "100000"])?;
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-    let settings = crate::webhook_receiver::Settings {
+    let settings = dialproof_kit::webhook::Settings {
         secrets: vec![secret],
         tolerance_seconds: 0,
     };
     let sink = ledger.clone();
-    let receiver = crate::webhook_receiver::Receiver::start(listener, settings, move |e| {
+    let receiver = dialproof_kit::webhook::Receiver::start(listener, settings, move |e| {
         sink.webhook(&e.verification_id, &e.event_type, e.verdict.is_valid());
     })?;
     svc.cli(&["company", "dev-urls", &id.to_string(), &receiver.base_url()])?;

@@ -4,13 +4,13 @@
 //!
 //! Not for: what is sent to it (`super::load`) or checked (`super::ledger`).
 
-use anyhow::{bail, Context, Result};
-use std::io::{BufRead, BufReader};
+use anyhow::{Context, Result};
+use dialproof_kit::cli;
+use dialproof_kit::process::{Log, Running, Stderr};
 use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 /// How long a start may take to print READY.
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
@@ -24,7 +24,7 @@ pub struct Service {
     pub https: SocketAddr,
     pub sip: SocketAddr,
     log: PathBuf,
-    child: Option<Child>,
+    running: Option<Running>,
 }
 
 /// A free loopback port for TCP and one for UDP (bound and let go: the
@@ -61,7 +61,7 @@ impl Service {
             sip: SocketAddr::from(([127, 0, 0, 1], sip_port)),
             log: dir.join("service.log"),
             data,
-            child: None,
+            running: None,
         })
     }
 
@@ -86,96 +86,53 @@ impl Service {
             .append(true)
             .open(&self.log)
             .context("opening the service log")?;
-        let started = Instant::now();
-        let mut child = Command::new(&self.bin)
+        let mut command = Command::new(&self.bin);
+        command
             .arg("--config")
             .arg(&self.config)
             .arg("serve")
             .env("NO_COLOR", "1")
-            .env("DIALPROOF_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(log)
-            .spawn()
-            .with_context(|| format!("spawning {}", self.bin.display()))?;
-        let stdout = child.stdout.take().context("no stdout")?;
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            // Read to the end so the service never blocks on a full pipe.
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if line.starts_with("READY ") {
-                    let _ = tx.send(());
-                }
-            }
-        });
-        self.child = Some(child);
-        if rx.recv_timeout(READY_TIMEOUT).is_err() {
-            self.kill();
-            bail!(
-                "no READY within {READY_TIMEOUT:?}; see {}",
+            .env("DIALPROOF_LOG", "warn");
+        // Its stdout is only the READY line: kept in memory, nowhere else.
+        let running = Running::spawn(&mut command, &Log::new(), Stderr::File(log), READY_TIMEOUT)
+            .with_context(|| {
+            format!(
+                "starting {}; see {}",
+                self.bin.display(),
                 self.log.display()
-            );
-        }
-        Ok(started.elapsed())
+            )
+        })?;
+        let took = running.ready_after();
+        self.running = Some(running);
+        Ok(took)
     }
 
     /// The operator CLI: `dialproof --config F --json ARGS`.
     pub fn cli(&self, args: &[&str]) -> Result<serde_json::Value> {
-        let out = Command::new(&self.bin)
-            .arg("--config")
-            .arg(&self.config)
-            .arg("--json")
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .context("running the dialproof CLI")?;
-        if !out.status.success() {
-            bail!(
-                "dialproof {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        let text = String::from_utf8_lossy(&out.stdout);
-        text.lines()
-            .rev()
-            .find_map(|l| serde_json::from_str(l.trim()).ok())
-            .with_context(|| format!("dialproof {args:?} printed no JSON: {text}"))
+        Ok(cli::run(&self.bin, Some(&self.config), args)?)
     }
 
     /// SIGKILL: no shutdown of any kind.
     pub fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
+        if let Some(mut r) = self.running.take() {
+            let _ = r.kill();
         }
     }
 
     /// SIGTERM and a bounded wait for the exit.
     pub fn stop(&mut self) -> Result<()> {
-        let Some(mut c) = self.child.take() else {
+        let Some(mut r) = self.running.take() else {
             return Ok(());
         };
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(c.id().to_string())
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if c.try_wait()?.is_some() {
-                return Ok(());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = c.kill();
-        let _ = c.wait();
-        bail!("the service did not stop within 20 s of SIGTERM")
+        r.terminate(Duration::from_secs(20))
+            .context("the service did not stop")?;
+        Ok(())
     }
 
     /// Whether the process is still alive (it should be while up).
     pub fn is_running(&mut self) -> bool {
-        match &mut self.child {
-            Some(c) => matches!(c.try_wait(), Ok(None)),
+        match &mut self.running {
+            Some(r) => matches!(r.try_wait(), Ok(None)),
             None => false,
         }
     }

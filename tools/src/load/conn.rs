@@ -1,6 +1,7 @@
 //! One keep-alive HTTPS connection driven by an event loop: a non-blocking
-//! mio socket, rustls' client state machine over it, and an HTTP/1.1
-//! response reader (httparse for the head, `Content-Length` framing).
+//! mio socket, rustls' client state machine over it, and the kit's HTTP/1.1
+//! response reader ([`dialproof_kit::http::parse_response`]) with the
+//! framing this tool accepts: `Content-Length` only.
 //!
 //! The connection carries one request at a time (no pipelining). It says
 //! what went wrong by kind, so the report can count connect, TLS, I/O and
@@ -10,6 +11,8 @@
 //! responses (the service never sends them; one is a protocol error), or
 //! bodies beyond [`BODY_BYTES_MAX`].
 
+use dialproof_kit::http::{self, Reading};
+pub use dialproof_kit::http::{Malformed, Response};
 use mio::net::TcpStream;
 use mio::{Interest, Registry, Token};
 use rustls::pki_types::ServerName;
@@ -22,8 +25,6 @@ use std::sync::Arc;
 pub const HEAD_BYTES_MAX: usize = 64 * 1024;
 /// Response body bytes accepted.
 pub const BODY_BYTES_MAX: usize = 1024 * 1024;
-/// Header fields parsed in a response.
-const HEADERS_COUNT_MAX: usize = 64;
 
 /// A failure that is not an HTTP status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -50,16 +51,6 @@ impl Failure {
             Failure::Protocol => "protocol",
         }
     }
-}
-
-/// One HTTP response.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Response {
-    pub status: u16,
-    /// The server asked to close (or spoke HTTP/1.0).
-    pub close: bool,
-    /// The body, when the request asked for it to be kept.
-    pub body: Vec<u8>,
 }
 
 /// What an event brought.
@@ -141,7 +132,7 @@ impl Conn {
             self.flush()?;
         }
         match parse_response(&self.inbuf, self.keep_body) {
-            Err(Malformed) => Err(Failure::Protocol),
+            Err(_) => Err(Failure::Protocol),
             Ok(Some((response, used))) => {
                 self.inbuf.drain(..used);
                 Ok(Progress::Response(response))
@@ -248,66 +239,24 @@ impl Read for ShortReads<'_> {
     }
 }
 
-/// A response we cannot read: not HTTP/1.x, or not `Content-Length` framed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Malformed;
-
 /// Reads one response from the front of `buf`: `Ok(None)` until it is all
 /// there, `Err(Malformed)` when it is not HTTP/1.x with `Content-Length`
-/// framing. On success also returns the bytes it used.
+/// framing (or an interim 1xx, which these requests never get). On success
+/// also returns the bytes it used. Header fields are not kept: the load's
+/// hot path needs the status and the framing alone.
 pub fn parse_response(buf: &[u8], keep_body: bool) -> Result<Option<(Response, usize)>, Malformed> {
-    if buf.is_empty() {
-        return Ok(None);
-    }
-    let mut headers = [httparse::EMPTY_HEADER; HEADERS_COUNT_MAX];
-    let mut parsed = httparse::Response::new(&mut headers);
-    let head_len = match parsed.parse(buf) {
-        Ok(httparse::Status::Complete(n)) => n,
-        Ok(httparse::Status::Partial) if buf.len() <= HEAD_BYTES_MAX => return Ok(None),
-        _ => return Err(Malformed),
+    let reading = Reading {
+        head_request: false,
+        keep_headers: false,
+        keep_body,
+        body_until_close: false,
+        head_bytes_max: HEAD_BYTES_MAX,
+        body_bytes_max: BODY_BYTES_MAX,
     };
-    let status = parsed.code.ok_or(Malformed)?;
-    let mut length = None;
-    let mut close = parsed.version == Some(0);
-    for h in parsed.headers.iter() {
-        if h.name.eq_ignore_ascii_case("content-length") {
-            let v = std::str::from_utf8(h.value).map_err(|_| Malformed)?;
-            let n: usize = v.trim().parse().map_err(|_| Malformed)?;
-            if length.is_some_and(|l| l != n) || n > BODY_BYTES_MAX {
-                return Err(Malformed);
-            }
-            length = Some(n);
-        } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
-            return Err(Malformed);
-        } else if h.name.eq_ignore_ascii_case("connection") {
-            close |= h.value.eq_ignore_ascii_case(b"close");
-        }
+    match http::parse_response(buf, &reading, false)? {
+        Some((r, _)) if r.status < 200 => Err(Malformed("an interim response")),
+        parsed => Ok(parsed),
     }
-    let length = match length {
-        Some(n) => n,
-        None if status < 200 || status == 204 || status == 304 => 0,
-        None => return Err(Malformed),
-    };
-    if status < 200 {
-        // 1xx are not sent for these requests; skipping them is not needed.
-        return Err(Malformed);
-    }
-    if buf.len() < head_len + length {
-        return Ok(None);
-    }
-    let body = if keep_body {
-        buf[head_len..head_len + length].to_vec()
-    } else {
-        Vec::new()
-    };
-    Ok(Some((
-        Response {
-            status,
-            close,
-            body,
-        },
-        head_len + length,
-    )))
 }
 
 #[cfg(test)]
@@ -315,37 +264,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn complete_partial_and_pipelined_responses() {
-        let two = b"HTTP/1.1 404 Not Found\r\nContent-Length: 2\r\n\r\n{}HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
-        let (r, used) = parse_response(two, true).unwrap().unwrap();
+    fn content_length_framing_only() {
+        let ok = b"HTTP/1.1 404 Not Found\r\nContent-Length: 2\r\n\r\n{}";
+        let (r, used) = parse_response(ok, true).unwrap().unwrap();
         assert_eq!(
-            (r.status, r.close, r.body.as_slice()),
-            (404, false, &b"{}"[..])
+            (r.status, r.body.as_slice(), used),
+            (404, &b"{}"[..], ok.len())
         );
-        let (r, rest) = parse_response(&two[used..], false).unwrap().unwrap();
-        assert_eq!((r.status, r.close, rest), (200, true, two.len() - used));
-        for cut in 1..used {
-            assert_eq!(parse_response(&two[..cut], true), Ok(None), "{cut}");
-        }
-    }
-
-    #[test]
-    fn framing_we_do_not_read_is_an_error() {
+        assert_eq!(parse_response(&ok[..used - 1], true), Ok(None));
         for bad in [
-            &b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"[..],
-            b"HTTP/1.1 200 OK\r\n\r\n",
-            b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n",
-            b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
-            b"SSH-2.0-OpenSSH\r\n\r\n",
+            &b"HTTP/1.1 200 OK\r\n\r\n"[..],
+            b"HTTP/1.1 100 Continue\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
         ] {
-            assert_eq!(
-                parse_response(bad, true),
-                Err(Malformed),
+            assert!(
+                parse_response(bad, true).is_err(),
                 "{:?}",
                 String::from_utf8_lossy(bad)
             );
         }
-        let http10 = b"HTTP/1.0 204 No Content\r\n\r\n";
-        assert!(parse_response(http10, false).unwrap().unwrap().0.close);
     }
 }

@@ -20,11 +20,11 @@ pub mod stats;
 pub mod target;
 pub mod worker;
 
-use crate::signature::{Verdict, TOLERANCE_SECONDS_DEFAULT};
 use crate::sip_caller::{new_histogram, CallTotals, CallerSettings, SipCaller};
-use crate::webhook_receiver::{self, Event, Receiver};
 use anyhow::{Context, Result};
 use args::{Args, Mode};
+use dialproof_kit::signature::{Verdict, TOLERANCE_SECONDS_DEFAULT};
+use dialproof_kit::webhook::{self, Hit, Receiver};
 use hdrhistogram::Histogram;
 use ops::{Op, Shared};
 use report::{CallsReport, Latency, Report, RunInfo, WebhooksReport};
@@ -50,7 +50,7 @@ struct Hooks {
 }
 
 impl Hooks {
-    fn on_event(&mut self, e: &Event) {
+    fn on_event(&mut self, e: &Hit) {
         self.received += 1;
         *self.by_type.entry(e.event_type.clone()).or_default() += 1;
         *self
@@ -209,7 +209,7 @@ fn start_receiver(
     secrets: Vec<String>,
     hooks: &Arc<Mutex<Hooks>>,
 ) -> Result<Receiver> {
-    let settings = webhook_receiver::Settings {
+    let settings = webhook::Settings {
         secrets,
         tolerance_seconds: TOLERANCE_SECONDS_DEFAULT,
     };

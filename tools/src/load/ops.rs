@@ -13,6 +13,7 @@
 //! Not for: sockets or timing (see [`super::worker`]).
 
 use anyhow::{bail, Context, Result};
+use dialproof_kit::http::build_request;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -205,11 +206,13 @@ pub struct Planner {
 impl Planner {
     pub fn new(shared: Arc<Shared>, thread: usize, seed: u64) -> Planner {
         let keys = shared.tokens.len();
-        let get_bytes = format!(
-            "GET {} HTTP/1.1\r\nHost: {}\r\n\r\n",
-            shared.get_path, shared.host
-        )
-        .into_bytes();
+        let get_bytes = build_request(
+            "GET",
+            &shared.get_path,
+            &[("Host", shared.host.as_str())],
+            b"",
+            true,
+        );
         Planner {
             ids: (0..keys).map(|_| Ids::default()).collect(),
             rng: Rng::new(seed),
@@ -296,18 +299,17 @@ impl Planner {
     }
 
     fn item_request(&self, op: Op, key: usize, method: &str, id: &str, tail: &str) -> Planned {
-        let length = if method == "POST" {
-            "Content-Length: 0\r\n"
-        } else {
-            ""
-        };
-        let bytes = format!(
-            "{method} /api/v1/verifications/{id}/{tail} HTTP/1.1\r\nHost: {}\r\n\
-             Authorization: Bearer {}\r\n{length}\r\n",
-            self.shared.host,
-            self.auth(key)
-        )
-        .into_bytes();
+        let auth = format!("Bearer {}", self.auth(key));
+        let bytes = build_request(
+            method,
+            &format!("/api/v1/verifications/{id}/{tail}"),
+            &[
+                ("Host", self.shared.host.as_str()),
+                ("Authorization", auth.as_str()),
+            ],
+            b"",
+            true,
+        );
         Planned {
             op,
             key,
@@ -326,15 +328,18 @@ impl Planner {
             "client_ref": format!("load-{}-{}", self.thread, self.seq),
         })
         .to_string();
-        let mut bytes = format!(
-            "POST /api/v1/verifications/ HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\n\
-             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-            s.host,
-            self.auth(key),
-            body.len()
-        )
-        .into_bytes();
-        bytes.extend_from_slice(body.as_bytes());
+        let auth = format!("Bearer {}", self.auth(key));
+        let bytes = build_request(
+            "POST",
+            "/api/v1/verifications/",
+            &[
+                ("Host", s.host.as_str()),
+                ("Authorization", auth.as_str()),
+                ("Content-Type", "application/json"),
+            ],
+            body.as_bytes(),
+            true,
+        );
         Planned {
             op: Op::Create,
             key,

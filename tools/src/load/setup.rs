@@ -7,9 +7,9 @@
 //! is the only way in, so what is set up is what an operator gets.
 
 use anyhow::{bail, Context, Result};
+use dialproof_kit::cli;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// Most tokens read from a keys file.
@@ -84,30 +84,8 @@ impl Operator {
 
     /// Runs `dialproof [--config F] --json ARGS`; returns its JSON answer.
     fn run(&self, args: &[&str]) -> Result<Value> {
-        let mut cmd = Command::new(&self.bin);
-        if let Some(c) = &self.config {
-            cmd.arg("--config").arg(c);
-        }
-        let out = cmd
-            .arg("--json")
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .with_context(|| format!("running {}", self.bin.display()))?;
-        if !out.status.success() {
-            bail!(
-                "dialproof {} failed ({}): {}",
-                args.join(" "),
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-        }
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        stdout
-            .lines()
-            .rev()
-            .find_map(|l| serde_json::from_str(l.trim()).ok())
-            .with_context(|| format!("dialproof {} printed no JSON", args.join(" ")))
+        cli::run(&self.bin, self.config.as_deref(), args)
+            .with_context(|| format!("running {}", self.bin.display()))
     }
 
     /// A new company with `n` keys at `limit` requests per minute, and

@@ -1,17 +1,16 @@
 //! Where the load goes: the target URL resolved to one address, the
 //! loopback rule (every address the tools send to or listen on must be
-//! loopback unless `--allow-remote`), and the TLS client settings (trust a
-//! given certificate, or with `--insecure` accept any).
+//! loopback unless `--allow-remote`), and the TLS client settings (the
+//! kit's: trust a given certificate, or with `--insecure` accept any).
 //!
 //! Not for: connections themselves (see [`super::conn`]).
 
 use anyhow::{bail, Context, Result};
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::CryptoProvider;
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{ClientConfig, DigitallySignedStruct, SignatureScheme};
+use dialproof_kit::tls::client_config;
+pub use dialproof_kit::tls::Trust;
+use rustls::pki_types::ServerName;
+use rustls::ClientConfig;
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::path::Path;
 use std::sync::Arc;
 
 /// The HTTPS service under load.
@@ -24,13 +23,6 @@ pub struct Target {
     /// The name the certificate is checked against (and sent as SNI).
     pub server_name: ServerName<'static>,
     pub tls: Arc<ClientConfig>,
-}
-
-/// TLS trust: a PEM certificate file, or none at all.
-#[derive(Debug, Clone, Copy)]
-pub enum Trust<'a> {
-    CaFile(&'a Path),
-    Insecure,
 }
 
 impl Target {
@@ -104,88 +96,6 @@ pub fn check_loopback(addrs: &[SocketAddr], what: &str, allow_remote: bool) -> R
         );
     }
     Ok(())
-}
-
-fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
-}
-
-pub(crate) fn client_config(trust: Trust<'_>) -> Result<Arc<ClientConfig>> {
-    let builder = ClientConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
-        .context("TLS protocol versions")?;
-    let config = match trust {
-        Trust::CaFile(path) => {
-            let pem = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-            let mut roots = rustls::RootCertStore::empty();
-            for cert in rustls_pemfile::certs(&mut pem.as_slice()) {
-                let cert = cert.with_context(|| format!("parsing {}", path.display()))?;
-                roots
-                    .add(cert)
-                    .with_context(|| format!("adding a certificate of {}", path.display()))?;
-            }
-            if roots.is_empty() {
-                bail!("no certificate in {}", path.display());
-            }
-            builder.with_root_certificates(roots).with_no_client_auth()
-        }
-        Trust::Insecure => builder
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate(provider())))
-            .with_no_client_auth(),
-    };
-    Ok(Arc::new(config))
-}
-
-/// `--insecure`: any certificate is accepted, but the handshake's
-/// signatures are still checked, so the session is a real TLS session with
-/// whoever holds the certificate's key.
-#[derive(Debug)]
-struct AcceptAnyCertificate(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for AcceptAnyCertificate {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
 }
 
 #[cfg(test)]

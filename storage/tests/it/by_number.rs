@@ -1,0 +1,100 @@
+//! `WriteOp::TransitionByNumber`: an inbound call (or a line going down)
+//! finds the pending verification by its dial number and lease generation.
+
+use crate::support::*;
+use dialproof_engine::verification::{Event, Status};
+use dialproof_storage::{ReleasedLease, Store, TransitionResult, WriteOp};
+use std::sync::mpsc;
+
+fn by_number(
+    store: &Store,
+    number: &str,
+    generation: Option<u32>,
+    event: Event,
+) -> TransitionResult {
+    let (tx, rx) = mpsc::channel();
+    store
+        .submit(WriteOp::TransitionByNumber {
+            dial_number: number.to_owned(),
+            generation,
+            event,
+            reply: Some(Box::new(move |r| {
+                let _ = tx.send(r);
+            })),
+        })
+        .expect("queued");
+    rx.recv_timeout(REPLY_WAIT)
+        .expect("reply")
+        .expect("transition")
+}
+
+#[test]
+fn a_call_completes_the_pending_verification_of_its_number_once() {
+    let db = db();
+    let store = db.store();
+    let row = db.row(1);
+    insert(&store, row.clone()).expect("insert");
+    let at = T0.plus_seconds(5);
+    let r = by_number(&store, &row.dial_number, Some(7), call(at, "+79990001122"));
+    assert!(r.changed);
+    assert_eq!(
+        r.released,
+        Some(ReleasedLease {
+            dial_number: row.dial_number.clone(),
+            generation: 7
+        })
+    );
+    let done = r.row.expect("row");
+    assert_eq!(done.id, row.id);
+    assert_eq!(done.status, Status::Completed);
+    assert_eq!(done.completed_at, Some(at));
+    assert_eq!(done.caller_id, "+79990001122");
+    // A second call (a retransmission that slipped through, a redial) finds
+    // nothing pending and changes nothing.
+    let again = by_number(&store, &row.dial_number, Some(7), call(at, "+79990000000"));
+    assert!(!again.changed && again.row.is_none());
+    assert!(db.count("SELECT count(*) FROM webhook_deliveries") == 1);
+}
+
+#[test]
+fn a_stale_generation_or_unknown_number_changes_nothing() {
+    let db = db();
+    let store = db.store();
+    let row = db.row(2);
+    insert(&store, row.clone()).expect("insert");
+    let r = by_number(&store, &row.dial_number, Some(6), call(T0, "+79990001122"));
+    assert!(!r.changed && r.row.is_none());
+    let r = by_number(&store, "+70000000000", None, call(T0, "+79990001122"));
+    assert!(!r.changed && r.row.is_none());
+    // Without a generation (a line going down) the pending row is failed.
+    let r = by_number(
+        &store,
+        &row.dial_number,
+        None,
+        Event::Fail {
+            at: T0,
+            reason: "sip line down".into(),
+        },
+    );
+    assert!(r.changed);
+    let failed = r.row.expect("row");
+    assert_eq!(failed.status, Status::Failed);
+    assert_eq!(failed.failure_reason.as_deref(), Some("sip line down"));
+}
+
+#[test]
+fn the_lookup_uses_the_partial_index() {
+    let db = db();
+    drop(db.store());
+    let plan: String = db
+        .sql()
+        .query_row(
+            "EXPLAIN QUERY PLAN SELECT id FROM verifications WHERE dial_number = ?1 \
+             AND status = 'pending' AND (?2 IS NULL OR lease_generation = ?2) \
+             ORDER BY created_at DESC LIMIT 1",
+            rusqlite::params!["+74950000001", 7],
+            |r| r.get(3),
+        )
+        .expect("plan");
+    assert!(plan.contains("verifications_pending_dial"), "{plan}");
+}

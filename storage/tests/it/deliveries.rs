@@ -1,0 +1,227 @@
+//! The webhook outbox after its row: recording attempts (attempt row and
+//! delivery update in one write), due reads, the delivery log and the
+//! operator's manual retry from another connection.
+
+use crate::support::*;
+use dialproof_engine::verification::Event;
+use dialproof_storage::{
+    DeliveryFilter, DeliveryState, NewAttempt, StorageError, Store, WriteOp,
+    RESPONSE_BODY_LOG_BYTES_MAX,
+};
+use std::sync::mpsc;
+
+fn record(store: &Store, a: NewAttempt) -> Result<(), StorageError> {
+    let (tx, rx) = mpsc::channel();
+    store.submit(WriteOp::RecordAttempt {
+        attempt: a,
+        reply: Box::new(move |r| {
+            let _ = tx.send(r);
+        }),
+    })?;
+    rx.recv_timeout(REPLY_WAIT).expect("record reply")
+}
+
+fn attempt(delivery_id: i64, n: u32, status: Option<u16>, state: DeliveryState) -> NewAttempt {
+    let started = T0.plus_seconds(100 + n);
+    NewAttempt {
+        delivery_id,
+        attempt_no: n,
+        started_at: started,
+        latency_ms: 12,
+        http_status: status,
+        error: status
+            .is_none()
+            .then(|| "network error: refused".to_owned()),
+        request_body: "{\"type\":\"verification.expired\"}".into(),
+        response_body: "x".repeat(RESPONSE_BODY_LOG_BYTES_MAX + 10),
+        state,
+        next_attempt_at: (state == DeliveryState::Pending).then(|| started.plus_seconds(5)),
+        finished_at: started.plus_millis(12),
+    }
+}
+
+#[test]
+fn attempts_move_the_delivery_and_fill_the_log() {
+    let db = db();
+    let store = db.store();
+    let row = db.row(1);
+    insert(&store, row.clone()).unwrap();
+    let t = transition(
+        &store,
+        &row.id,
+        None,
+        Event::Expire {
+            at: T0.plus_seconds(60),
+        },
+    )
+    .unwrap();
+    let id = t.delivery_id.expect("outbox row");
+    let due = db.reader().due_deliveries(T0.plus_seconds(61), 10).unwrap();
+    assert_eq!(due.len(), 1);
+    let undelivered = db.reader().undelivered().unwrap();
+    assert_eq!(undelivered.count, 1);
+    assert_eq!(undelivered.oldest_created_at, Some(due[0].created_at));
+
+    record(&store, attempt(id, 1, None, DeliveryState::Pending)).unwrap();
+    let d = db.reader().delivery(id).unwrap().unwrap();
+    assert_eq!((d.attempts, d.state), (1, DeliveryState::Pending));
+    assert_eq!(d.next_attempt_at, Some(T0.plus_seconds(106)));
+    // Not due before its next attempt time.
+    assert!(db
+        .reader()
+        .due_deliveries(T0.plus_seconds(105), 10)
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        db.reader()
+            .due_deliveries(T0.plus_seconds(106), 10)
+            .unwrap()
+            .len(),
+        1
+    );
+
+    record(&store, attempt(id, 2, Some(500), DeliveryState::Pending)).unwrap();
+    record(&store, attempt(id, 3, Some(200), DeliveryState::Delivered)).unwrap();
+    assert_eq!(
+        db.reader().undelivered().unwrap(),
+        dialproof_storage::Undelivered {
+            count: 0,
+            oldest_created_at: None
+        }
+    );
+    let d = db.reader().delivery(id).unwrap().unwrap();
+    assert_eq!(
+        (d.attempts, d.state, d.next_attempt_at),
+        (3, DeliveryState::Delivered, None)
+    );
+    assert!(db
+        .reader()
+        .due_deliveries(T0.plus_seconds(999_999), 10)
+        .unwrap()
+        .is_empty());
+
+    let log = db
+        .admin()
+        .delivery_log(&DeliveryFilter {
+            verification_id: Some(row.id.clone()),
+            limit: 10,
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(log.len(), 1);
+    let attempts = &log[0].attempts;
+    assert_eq!(
+        attempts.iter().map(|a| a.attempt_no).collect::<Vec<_>>(),
+        [1, 2, 3]
+    );
+    assert_eq!(attempts[0].http_status, None);
+    assert_eq!(attempts[0].error.as_deref(), Some("network error: refused"));
+    assert_eq!(attempts[1].http_status, Some(500));
+    // The response body is kept up to its named limit.
+    assert_eq!(attempts[1].response_body.len(), RESPONSE_BODY_LOG_BYTES_MAX);
+    assert_eq!(attempts[0].next_attempt_at, Some(T0.plus_seconds(106)));
+    assert_eq!(attempts[2].next_attempt_at, None);
+    // Per company: the other company sees nothing.
+    let other = db
+        .admin()
+        .delivery_log(&DeliveryFilter {
+            company_id: Some(db.other_company),
+            limit: 10,
+            ..Default::default()
+        })
+        .unwrap();
+    assert!(other.is_empty());
+}
+
+#[test]
+fn manual_retry_makes_it_due_now_and_bumps_the_change_version() {
+    let db = db();
+    let store = db.store();
+    let row = db.row(2);
+    insert(&store, row.clone()).unwrap();
+    let t = transition(
+        &store,
+        &row.id,
+        None,
+        Event::Expire {
+            at: T0.plus_seconds(60),
+        },
+    )
+    .unwrap();
+    let id = t.delivery_id.unwrap();
+    record(&store, attempt(id, 1, Some(500), DeliveryState::Dead)).unwrap();
+    assert!(db
+        .reader()
+        .due_deliveries(T0.plus_seconds(999), 10)
+        .unwrap()
+        .is_empty());
+
+    let admin = db.admin();
+    let version = admin.change_version().unwrap();
+    let now = T0.plus_seconds(500);
+    let d = admin.retry_delivery(id, now).unwrap();
+    assert_eq!(
+        (d.state, d.next_attempt_at, d.attempts),
+        (DeliveryState::Pending, Some(now), 1)
+    );
+    assert_eq!(admin.change_version().unwrap(), version + 1);
+    assert_eq!(db.reader().due_deliveries(now, 10).unwrap()[0].id, id);
+    // The retry is another attempt of the same row, never a second row.
+    assert_eq!(db.count("SELECT count(*) FROM webhook_deliveries"), 1);
+    assert!(matches!(
+        admin.retry_delivery(9999, now),
+        Err(StorageError::NotFound(_))
+    ));
+    // An attempt for a delivery that does not exist fails alone.
+    assert!(matches!(
+        record(
+            &store,
+            attempt(9999, 1, Some(200), DeliveryState::Delivered)
+        ),
+        Err(StorageError::NotFound(_))
+    ));
+}
+
+#[test]
+fn a_manual_retry_during_an_attempt_is_not_lost() {
+    let db = db();
+    let store = db.store();
+    let row = db.row(3);
+    insert(&store, row.clone()).unwrap();
+    let t = transition(
+        &store,
+        &row.id,
+        None,
+        Event::Expire {
+            at: T0.plus_seconds(60),
+        },
+    )
+    .unwrap();
+    let id = t.delivery_id.unwrap();
+    // Attempt 1 starts at T0+101 s; the operator retries at T0+101.005 s,
+    // before the attempt (a failure, next try in 5 s) is recorded.
+    let retried_at = T0.plus_seconds(101).plus_millis(5);
+    db.admin().retry_delivery(id, retried_at).unwrap();
+    record(&store, attempt(id, 1, Some(500), DeliveryState::Pending)).unwrap();
+    let d = db.reader().delivery(id).unwrap().unwrap();
+    assert_eq!(
+        (d.state, d.next_attempt_at, d.attempts),
+        (DeliveryState::Pending, Some(retried_at), 1)
+    );
+    // Attempt 2 (started after the retry) fails for good: the schedule
+    // decides again.
+    record(&store, attempt(id, 2, Some(500), DeliveryState::Dead)).unwrap();
+    let d = db.reader().delivery(id).unwrap().unwrap();
+    assert_eq!(
+        (d.state, d.next_attempt_at, d.attempts),
+        (DeliveryState::Dead, None, 2)
+    );
+    // A delivered attempt always ends it, retry or not.
+    db.admin().retry_delivery(id, T0.plus_seconds(102)).unwrap();
+    record(&store, attempt(id, 3, Some(200), DeliveryState::Delivered)).unwrap();
+    let d = db.reader().delivery(id).unwrap().unwrap();
+    assert_eq!(
+        (d.state, d.next_attempt_at),
+        (DeliveryState::Delivered, None)
+    );
+}

@@ -1,0 +1,27 @@
+//! The storage crate's integration tests, one binary with a module per
+//! part of the store: operator changes through `Admin` ([`admin`]), the
+//! writer's group commit ([`group_commit`]) and its commit consumer
+//! ([`committed`]), verification transitions ([`transitions`]) and those by
+//! dial number ([`by_number`]), the webhook outbox ([`deliveries`]),
+//! restarts, crashes and fail points ([`recovery`]), the WAL under
+//! never-pausing readers ([`wal`]), what Litestream replication asks of
+//! the store ([`replication`]), and a throughput figure ([`throughput`],
+//! ignored by default).
+//!
+//! Each test runs on a fresh SQLite file ([`support`]).
+//!
+//! Not for: the service over its interfaces (the root package's
+//! `tests/it`), or unit tests (next to the code).
+
+mod support;
+
+mod admin;
+mod by_number;
+mod committed;
+mod deliveries;
+mod group_commit;
+mod recovery;
+mod replication;
+mod throughput;
+mod transitions;
+mod wal;

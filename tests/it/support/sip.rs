@@ -1,0 +1,236 @@
+//! SIP test harness: the real `dialproof` binary (through [`super::Server`])
+//! with a `[sip]` listener on an ephemeral loopback port, and sipp
+//! (Debian's `sip-tester`) as the provider's registrar and as the caller.
+//!
+//! Scenario files live in `tests/sipp/`; they are templates whose
+//! `{{NAME}}` placeholders this module fills in before sipp reads them
+//! (sipp's own `[keyword]`s are left alone).
+//!
+//! Not for: a real provider's registrar (see [`super::kamailio`]).
+
+use super::Server;
+use std::net::{SocketAddr, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The sipp binary (Debian package `sip-tester`; `tools/test.sh` installs it).
+pub const SIPP: &str = "sipp";
+/// The longest one sipp run may take.
+pub const SIPP_TIMEOUT: Duration = Duration::from_secs(30);
+/// A line's numbers in these tests (domestic pool).
+pub const LINE_START: u64 = 74_950_000_000;
+
+/// `[sip]` on an ephemeral loopback port, then `lines`.
+pub fn sip_config(lines: &str) -> String {
+    format!("[sip]\nlisten = \"127.0.0.1:0\"\n\n{lines}")
+}
+
+/// An always-up line of `count` domestic numbers that trusts INVITEs from
+/// 127.0.0.1 only, rejecting with `reject_code`.
+pub fn trusted_line(count: u64, reject_code: u16) -> String {
+    format!(
+        "[[lines]]\nname = \"gw\"\nmode = \"always_up\"\nprovider_addresses = [\"127.0.0.1\"]\n\
+         reject_code = {reject_code}\nnumbers = [ {{ range_start = \"+{LINE_START}\", count = {count}, pool = \"domestic\" }} ]\n"
+    )
+}
+
+/// A registering line of `count` domestic numbers at `registrar`.
+pub fn register_line(registrar: SocketAddr, count: u64, user: &str, password: &str) -> String {
+    format!(
+        "[[lines]]\nname = \"reg\"\nmode = \"register\"\nprovider = \"{registrar}\"\n\
+         username = \"{user}\"\npassword = \"{password}\"\nregister_expires_seconds = 60\n\
+         numbers = [ {{ range_start = \"+{LINE_START}\", count = {count}, pool = \"domestic\" }} ]\n"
+    )
+}
+
+/// The `sip=` address of the server's latest READY line (a restart on
+/// port 0 binds new ports).
+pub fn sip_addr(server: &Server) -> SocketAddr {
+    let ready = server.ready();
+    ready
+        .sip()
+        .unwrap_or_else(|| panic!("no sip= in {:?}", ready.line))
+}
+
+/// A UDP port free on 127.0.0.1 right now (for sipp's registrar, whose
+/// port the server's config must name before it starts).
+pub fn free_udp_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0")
+        .and_then(|s| s.local_addr())
+        .expect("binding an ephemeral UDP port")
+        .port()
+}
+
+/// `tests/sipp/<name>` with every `{{KEY}}` replaced, written into `dir`.
+pub fn scenario(dir: &Path, name: &str, vars: &[(&str, &str)]) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/sipp")
+        .join(name);
+    let mut text =
+        std::fs::read_to_string(&src).unwrap_or_else(|e| panic!("reading {}: {e}", src.display()));
+    for (k, v) in vars {
+        text = text.replace(&format!("{{{{{k}}}}}"), v);
+    }
+    assert!(
+        !text.contains("{{"),
+        "unfilled placeholder in {name}:\n{text}"
+    );
+    let out = dir.join(name);
+    std::fs::write(&out, text).expect("writing scenario");
+    out
+}
+
+/// The From header of a caller with user part `user`.
+pub fn from_user(user: &str) -> String {
+    format!("<sip:{user}@[local_ip]:[local_port]>")
+}
+
+/// Common sipp arguments: quiet, no stdin, bounded in time, errors traced
+/// into the working directory.
+fn base_args(cmd: &mut Command, dir: &Path) {
+    cmd.current_dir(dir)
+        .args(["-nostdin", "-trace_err", "-trace_msg"])
+        .args(["-timeout", "25s", "-timeout_error"])
+        .args(["-recv_timeout", "10000"])
+        .stdin(Stdio::null());
+}
+
+/// One sipp caller run: `calls` calls of `scenario` to `service` at
+/// `target`, sent from `local_ip`. Returns sipp's output (exit code 0 when
+/// every call followed the scenario).
+pub fn run_uac(
+    dir: &Path,
+    scenario: &Path,
+    target: SocketAddr,
+    service: &str,
+    local_ip: &str,
+    calls: u32,
+) -> Output {
+    let mut cmd = Command::new(SIPP);
+    cmd.arg(target.to_string())
+        .arg("-sf")
+        .arg(scenario)
+        .args(["-s", service, "-i", local_ip, "-m", &calls.to_string()])
+        // sipp's own default is 5060, which parallel runs would share.
+        .args(["-p", &free_udp_port().to_string()]);
+    base_args(&mut cmd, dir);
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawning sipp (is sip-tester installed?)");
+    wait_output(child, SIPP_TIMEOUT)
+}
+
+/// Starts sipp as a server (the registrar) on 127.0.0.1:`port`.
+pub fn spawn_uas(dir: &Path, scenario: &Path, port: u16) -> Child {
+    let mut cmd = Command::new(SIPP);
+    cmd.arg("-sf")
+        .arg(scenario)
+        .args(["-i", "127.0.0.1", "-p", &port.to_string(), "-m", "1"]);
+    base_args(&mut cmd, dir);
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawning sipp (is sip-tester installed?)")
+}
+
+/// Waits for `child` up to `timeout` (then kills it) and collects output.
+pub fn wait_output(mut child: Child, timeout: Duration) -> Output {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match child.try_wait().expect("try_wait") {
+            Some(_) => break,
+            None if Instant::now() > deadline => {
+                let _ = child.kill();
+                break;
+            }
+            None => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+    child.wait_with_output().expect("sipp output")
+}
+
+/// Panics with sipp's output and message trace unless it exited 0.
+pub fn assert_sipp_ok(out: &Output, dir: &Path, server: &Server) {
+    if out.status.success() {
+        return;
+    }
+    let mut traces = String::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.extension().is_some_and(|x| x == "log") {
+                traces.push_str(&format!(
+                    "--- {}\n{}\n",
+                    p.display(),
+                    std::fs::read_to_string(&p).unwrap_or_default()
+                ));
+            }
+        }
+    }
+    panic!(
+        "sipp failed ({}):\nstdout: {}\nstderr: {}\n{traces}\nserver logs:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        server.logs()
+    );
+}
+
+/// How many received messages in sipp's `-trace_msg` files of `dir` start
+/// with `start_line` (sipp itself hides repeated responses).
+pub fn received_in_trace(dir: &Path, start_line: &str) -> usize {
+    let mut count = 0;
+    for e in std::fs::read_dir(dir).expect("sipp dir").flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.ends_with("_messages.log") {
+            continue;
+        }
+        let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+        let mut after_received = false;
+        for line in text.lines() {
+            if line.contains("message received") {
+                after_received = true;
+                continue;
+            }
+            if after_received && !line.trim().is_empty() {
+                if line.starts_with(start_line) {
+                    count += 1;
+                }
+                after_received = false;
+            }
+        }
+    }
+    count
+}
+
+/// A fresh working directory for sipp's files.
+pub fn workdir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("dialproof-sipp-")
+        .tempdir()
+        .expect("temp dir")
+}
+
+/// How many log lines contain `needle`.
+pub fn count_logs(server: &Server, needle: &str) -> usize {
+    server.logs().lines().filter(|l| l.contains(needle)).count()
+}
+
+/// One call from sipp (caller 89161234567, expecting the service's 603) to
+/// `dial`, asserted to have run its scenario: it completes the
+/// verification that leased `dial` at once.
+pub fn call_once(server: &Server, dial: &str) {
+    let dir = workdir();
+    let from = from_user("89161234567");
+    let vars = [
+        ("FROM_HEADER", from.as_str()),
+        ("HEADERS", "X-Test: call"),
+        ("CODE", "603"),
+    ];
+    let sf = scenario(dir.path(), "call.xml", &vars);
+    let out = run_uac(dir.path(), &sf, sip_addr(server), dial, "127.0.0.1", 1);
+    assert_sipp_ok(&out, dir.path(), server);
+}

@@ -1,0 +1,248 @@
+//! The bundled tools against the real service: `dialproof-load` runs a
+//! small closed-loop create/read/cancel mix with SIP calls (keys made by
+//! its own `--setup-local` through the operator CLI) and its JSON report
+//! must show every operation succeeding, every call answered 603 and every
+//! webhook's signature valid; then a short open-loop run at a fixed rate;
+//! and `dialproof-webhook-receiver` must verify a real signed webhook sent
+//! after `dialproof-sim call`, and flag one signed with another secret.
+//!
+//! The tools are found next to the service's binary
+//! (`crate::support::tools::tool` says how they are built).
+//!
+//! Not for: the tools' command lines alone (`tools/tests`).
+
+use crate::support::sip::*;
+use crate::support::tools::{tool, wait_bounded};
+use crate::support::*;
+use dialproof_kit::process::{Log, Running, Stderr};
+use serde_json::{json, Value};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// The longest any tool run here may take.
+const TOOL_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// The server's SIP address, as its READY line gave it.
+fn sip_of(s: &Server) -> String {
+    sip_addr(s).to_string()
+}
+
+fn run_load(s: &Server, extra: &[&str]) -> Value {
+    let report = s.dir.path().join(format!("report-{}.json", now_millis()));
+    let cert = s.data_dir.join("tls").join("cert.pem");
+    let target = format!("https://{}", s.https);
+    let mut cmd = Command::new(tool("dialproof-load"));
+    cmd.args(["--target", &target, "--cacert"])
+        .arg(&cert)
+        .arg("--config")
+        .arg(&s.config_path)
+        .args([
+            "--dialproof-bin",
+            BIN,
+            "--quiet",
+            "--timeout-ms",
+            "30000",
+            "--json",
+        ])
+        .arg(&report)
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let out = wait_bounded(
+        cmd.spawn().expect("spawning dialproof-load"),
+        "dialproof-load",
+        TOOL_TIMEOUT,
+    );
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "dialproof-load failed ({}): {text}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("{text}");
+    let json = std::fs::read(&report).expect("the JSON report");
+    serde_json::from_slice(&json).expect("the report is JSON")
+}
+
+fn count(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+#[test]
+fn the_load_tool_drives_a_mix_with_calls_and_reports_no_errors() {
+    let s = Server::start(&sip_config(&trusted_line(2000, 603)));
+    let sip = sip_of(&s);
+    let r = run_load(
+        &s,
+        &[
+            "--setup-local",
+            "3",
+            "--concurrency",
+            "4",
+            "--duration",
+            "3",
+            "--mix",
+            "create=1,read=2,cancel=1",
+            "--calls",
+            "--call-share",
+            "0.5",
+            "--sip",
+            &sip,
+            "--drain-seconds",
+            "20",
+        ],
+    );
+    assert_eq!(r["run"]["mode"], "closed");
+    assert_eq!(count(&r["run"]["keys"]), 3);
+    for op in ["create", "read", "cancel"] {
+        let o = &r["operations"][op];
+        assert!(count(&o["ok"]) > 0, "no successful {op}: {r:#}");
+        assert_eq!(count(&o["errors"]), 0, "{op} errors: {r:#}");
+        assert_eq!(count(&o["ok"]), count(&o["latency_ms"]["count"]), "{op}");
+    }
+    assert_eq!(count(&r["errors"]), 0, "{r:#}");
+    assert_eq!(r["errors_by_kind"], json!({}), "{r:#}");
+    assert_eq!(count(&r["sent"]), count(&r["answered"]));
+    assert!(r["throughput_per_second"].as_f64().unwrap() > 0.0);
+
+    let calls = &r["calls"];
+    let placed = count(&calls["placed"]);
+    assert!(placed > 0, "{r:#}");
+    assert_eq!(calls["finals"], json!({ "603": placed }), "{r:#}");
+    let hooks = &r["webhooks"];
+    assert_eq!(count(&hooks["calls_without_webhook"]), 0, "{r:#}");
+    assert_eq!(count(&hooks["call_to_webhook_ms"]["count"]), placed);
+    let received = count(&hooks["received"]);
+    assert_eq!(hooks["signatures"], json!({ "valid": received }), "{r:#}");
+    assert_eq!(count(&hooks["by_type"]["verification.completed"]), placed);
+
+    // Open loop at a fixed rate: every request due is sent and answered.
+    let r = run_load(
+        &s,
+        &[
+            "--setup-local",
+            "2",
+            "--rate",
+            "200",
+            "--connections",
+            "8",
+            "--duration",
+            "2",
+            "--mix",
+            "create=1,read=4,cancel=1",
+        ],
+    );
+    assert_eq!(r["run"]["mode"], "open");
+    assert_eq!(count(&r["errors"]), 0, "{r:#}");
+    // 400 requests are due; on a machine busy with other tests a few may
+    // still wait for a connection at the end, and are reported as such.
+    let (sent, unsent) = (count(&r["sent"]), count(&r["unsent_at_end"]));
+    assert!((399..=401).contains(&(sent + unsent)), "{r:#}");
+    assert!(sent >= 300, "{r:#}");
+    assert_eq!(count(&r["answered"]), sent, "{r:#}");
+}
+
+/// A running `dialproof-webhook-receiver`, its output and its base URL.
+struct ReceiverProcess {
+    process: Running,
+    log: Log,
+    url: String,
+}
+
+/// Starts the receiver binary for one event; reads its READY line.
+fn start_receiver(secret_file: &std::path::Path) -> ReceiverProcess {
+    let mut command = Command::new(tool("dialproof-webhook-receiver"));
+    command
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--events",
+            "1",
+            "--timeout",
+            "60",
+        ])
+        .arg("--secret-file")
+        .arg(secret_file);
+    let log = Log::new();
+    let process = Running::spawn(&mut command, &log, Stderr::Log, TOOL_TIMEOUT)
+        .unwrap_or_else(|e| panic!("starting dialproof-webhook-receiver: {e}\n{}", log.text()));
+    let url = process
+        .ready()
+        .url()
+        .unwrap_or_else(|| panic!("no URL in {:?}", process.ready().line))
+        .to_owned();
+    ReceiverProcess { process, log, url }
+}
+
+/// Waits for the receiver to exit successfully; returns what it printed on
+/// stdout after its READY line.
+fn receiver_output(mut r: ReceiverProcess) -> String {
+    let status = r
+        .process
+        .wait_timeout(TOOL_TIMEOUT)
+        .expect("waiting for the receiver")
+        .unwrap_or_else(|| panic!("the receiver did not finish within {TOOL_TIMEOUT:?}"));
+    assert!(
+        r.process.wait_output_end(TOOL_TIMEOUT),
+        "the receiver's output did not end"
+    );
+    let printed = r.log.stdout_lines()[1..].join("\n");
+    assert!(
+        status.success(),
+        "receiver exited {status}: {}",
+        r.log.text()
+    );
+    printed
+}
+
+#[test]
+fn the_webhook_receiver_verifies_a_real_webhook_after_a_simulated_call() {
+    let s = Server::start(&sip_config(&trusted_line(5, 603)));
+    let v = s.cli(&["company", "create", "--name", "acme"]);
+    let company = v["id"].as_i64().unwrap();
+    let secret = v["webhook_secret"].as_str().unwrap().to_owned();
+    let right = s.dir.path().join("right.secret");
+    let wrong = s.dir.path().join("wrong.secret");
+    std::fs::write(&right, format!("{secret}\n")).unwrap();
+    std::fs::write(&wrong, "whsec_not_the_companys\n").unwrap();
+    let good = start_receiver(&right);
+    let bad = start_receiver(&wrong);
+    s.cli(&[
+        "company",
+        "dev-urls",
+        &company.to_string(),
+        &good.url,
+        &bad.url,
+    ]);
+    let token = s.create_key(company);
+
+    let mut ids = Vec::new();
+    for url in [&good.url, &bad.url] {
+        let created = s.create_ok(
+            &token,
+            &json!({"phone": RU_PHONE, "webhook_url": format!("{url}/hook"), "ttl_seconds": 120}),
+        );
+        let dial = created["dial_number"].as_str().unwrap();
+        let out = Command::new(tool("dialproof-sim"))
+            .args(["call", "--to", dial, "--from", "+79161234567", "--target"])
+            .arg(sip_of(&s))
+            .output()
+            .expect("running dialproof-sim");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success() && text.contains("<- 603"), "{text}");
+        ids.push(created["verification_id"].as_str().unwrap().to_owned());
+    }
+
+    let printed = receiver_output(good);
+    assert_eq!(
+        printed.trim(),
+        format!("verification.completed {} valid", ids[0])
+    );
+    let printed = receiver_output(bad);
+    assert_eq!(
+        printed.trim(),
+        format!("verification.completed {} invalid (mismatch)", ids[1])
+    );
+}
