@@ -15,7 +15,6 @@ use crate::support::webhooks::{Answer, Receiver};
 use crate::support::*;
 use headless_chrome::protocol::cdp::Page::CaptureScreenshotFormatOption;
 use headless_chrome::{Browser, Tab};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 fn browser(profile: &std::path::Path) -> Browser {
@@ -116,18 +115,7 @@ fn sign_in_create_use_revoke_and_read_the_totals_in_a_browser() {
     let hook = serde_json::json!({"phone": RU_PHONE, "webhook_url": rx.url("/hook")});
     let v = server.create_ok(&token, &hook);
     assert_eq!(server.create(&token, &body("+79123456700")).status, 503);
-    let out = Command::new(std::path::PathBuf::from(BIN).with_file_name("dialproof-sim"))
-        .args([
-            "call",
-            "--to",
-            v["dial_number"].as_str().unwrap(),
-            "--from",
-            "+79161234567",
-        ])
-        .args(["--target", &sip_addr(&server).to_string()])
-        .stdin(Stdio::null())
-        .output()
-        .expect("running dialproof-sim");
+    let out = sim_call(&server, v["dial_number"].as_str().unwrap(), "+79161234567");
     assert!(out.status.success(), "{out:?}");
 
     tab.navigate_to(&format!("{origin}/dashboard/keys/"))

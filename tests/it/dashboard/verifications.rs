@@ -7,8 +7,6 @@ use crate::support::dashboard::*;
 use crate::support::sip::*;
 use crate::support::*;
 use serde_json::json;
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
 
 const PAGE: &str = "/dashboard/verifications/";
 
@@ -34,10 +32,6 @@ fn total(html: &str, id: &str) -> String {
     html[at..at + html[at..].find("</b>").unwrap()].to_owned()
 }
 
-fn sim() -> PathBuf {
-    PathBuf::from(BIN).with_file_name("dialproof-sim")
-}
-
 #[test]
 fn a_completed_call_and_the_503_rejections_count_in_the_totals() {
     let server = Server::start(&sip_config(&trusted_line(2, 603)));
@@ -51,18 +45,7 @@ fn a_completed_call_and_the_503_rejections_count_in_the_totals() {
     for phone in ["+79123456701", "+79123456702"] {
         assert_eq!(server.create(&token, &body(phone)).status, 503);
     }
-    let out = Command::new(sim())
-        .args([
-            "call",
-            "--to",
-            a["dial_number"].as_str().unwrap(),
-            "--from",
-            "+79161234567",
-        ])
-        .args(["--target", &sip_addr(&server).to_string()])
-        .stdin(Stdio::null())
-        .output()
-        .expect("running dialproof-sim (cargo build -p dialproof-tools)");
+    let out = sim_call(&server, a["dial_number"].as_str().unwrap(), "+79161234567");
     assert!(out.status.success(), "{out:?}");
 
     let dash = Dash::login(&server, "ann@acme.test");

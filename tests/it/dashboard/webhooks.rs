@@ -9,7 +9,6 @@ use crate::support::sip::*;
 use crate::support::webhooks::{Answer, Receiver};
 use crate::support::*;
 use serde_json::json;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const PAGE: &str = "/dashboard/webhooks/";
@@ -95,18 +94,7 @@ fn settings_rotation_and_retry_of_a_failing_delivery() {
         &token,
         &json!({"phone": RU_PHONE, "webhook_url": rx.url("/hook")}),
     );
-    let out = Command::new(std::path::PathBuf::from(BIN).with_file_name("dialproof-sim"))
-        .args([
-            "call",
-            "--to",
-            v["dial_number"].as_str().unwrap(),
-            "--from",
-            "+79161234567",
-        ])
-        .args(["--target", &sip_addr(&server).to_string()])
-        .stdin(Stdio::null())
-        .output()
-        .expect("running dialproof-sim");
+    let out = sim_call(&server, v["dial_number"].as_str().unwrap(), "+79161234567");
     assert!(out.status.success(), "{out:?}");
     let hits = rx.wait_for("/hook", 2, Duration::from_secs(20));
     // Signed with the new secret (and, for 24 h, the previous one too).

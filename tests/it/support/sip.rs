@@ -6,12 +6,19 @@
 //! `{{NAME}}` placeholders this module fills in before sipp reads them
 //! (sipp's own `[keyword]`s are left alone).
 //!
+//! [`FakePeer`] is a hand-written provider or registrar on loopback, for
+//! what sipp's scenarios cannot script (falling silent and coming back,
+//! hostile challenges).
+//!
 //! Not for: a real provider's registrar (see [`super::kamailio`]).
 
 use super::Server;
 use std::net::{SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// The sipp binary (Debian package `sip-tester`; `tools/test.sh` installs it).
@@ -233,4 +240,92 @@ pub fn call_once(server: &Server, dial: &str) {
     let sf = scenario(dir.path(), "call.xml", &vars);
     let out = run_uac(dir.path(), &sf, sip_addr(server), dial, "127.0.0.1", 1);
     assert_sipp_ok(&out, dir.path(), server);
+}
+
+/// A fake SIP peer on a loopback UDP port (a provider that answers pings,
+/// a registrar): a thread hands each request of one method to `answer` and
+/// sends back what it returns (nothing: silence). Stopped when dropped.
+pub struct FakePeer {
+    pub addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl FakePeer {
+    pub fn start(
+        method: &'static str,
+        mut answer: impl FnMut(&str) -> Option<String> + Send + 'static,
+    ) -> FakePeer {
+        let sock = UdpSocket::bind("127.0.0.1:0").expect("binding the fake peer");
+        let addr = sock.local_addr().expect("its address");
+        // Short reads, so the thread sees the stop flag soon.
+        sock.set_read_timeout(Some(Duration::from_millis(50)))
+            .expect("a read timeout");
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let request_line = format!("{method} ");
+        let thread = std::thread::spawn(move || {
+            let mut buf = vec![0u8; 65_536];
+            while !stopped.load(Ordering::Acquire) {
+                let Ok((n, from)) = sock.recv_from(&mut buf) else {
+                    continue;
+                };
+                let msg = String::from_utf8_lossy(&buf[..n]).into_owned();
+                if !msg.starts_with(&request_line) {
+                    continue;
+                }
+                if let Some(reply) = answer(&msg) {
+                    let _ = sock.send_to(reply.as_bytes(), from);
+                }
+            }
+        });
+        FakePeer {
+            addr,
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for FakePeer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The value of a SIP message's first `name:` header (any case), or "".
+pub fn header<'a>(msg: &'a str, name: &str) -> &'a str {
+    msg.lines()
+        .find_map(|l| {
+            let (n, v) = l.split_once(':')?;
+            n.trim().eq_ignore_ascii_case(name).then_some(v.trim())
+        })
+        .unwrap_or("")
+}
+
+/// The message's lines whose header is one of `names` (lowercase, with the
+/// colon: `"via:"`), each with its CRLF: what a response copies.
+pub fn copied_headers(msg: &str, names: &[&str]) -> String {
+    msg.lines()
+        .filter(|l| {
+            let l = l.to_ascii_lowercase();
+            names.iter().any(|p| l.starts_with(p))
+        })
+        .map(|l| format!("{l}\r\n"))
+        .collect()
+}
+
+/// `dialproof-sim call --to DIAL --from FROM` at the server's SIP address
+/// (the bundled provider simulator, as the README's first verification
+/// uses it); its output, whatever its exit status.
+pub fn sim_call(server: &Server, dial: &str, from: &str) -> Output {
+    Command::new(super::tools::tool("dialproof-sim"))
+        .args(["call", "--to", dial, "--from", from])
+        .args(["--target", &sip_addr(server).to_string()])
+        .stdin(Stdio::null())
+        .output()
+        .expect("running dialproof-sim")
 }

@@ -7,10 +7,14 @@
 //! Not for: the receiver itself (`dialproof_kit::webhook`, shared with the
 //! tools).
 
+use super::virtual_time::VirtualClock;
+use super::{poll, Server};
 pub use dialproof_kit::webhook::{Answer, Hit, Receiver};
+use serde_json::Value;
 use std::io::Write;
 use std::net::TcpListener;
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 /// A loopback port that was free a moment ago (for a receiver that starts
 /// later, at a URL known in advance).
@@ -64,3 +68,18 @@ pub fn python_verifies(header: &str, body: &[u8], secret: &str) -> bool {
 /// no jitter.
 pub const FAST_RETRIES: &str =
     "[webhooks]\nretry_schedule_seconds = [0, 1, 2]\njitter_percent = 0\n\n";
+
+/// Moves the virtual clock past verification `id`'s 30 s TTL (its expiry,
+/// and its webhook, come at once instead of in 30 s), then a virtual second
+/// per look until its delivery is `dead` (the schedule of
+/// [`FAST_RETRIES`]); returns the delivery as `delivery list` shows it.
+pub fn expire_until_dead(s: &Server, clock: &VirtualClock, id: &str) -> Value {
+    clock.advance(Duration::from_secs(31));
+    poll(Duration::from_secs(30), || {
+        clock.advance(Duration::from_secs(1));
+        let list = s.cli(&["delivery", "list", "--verification", id]);
+        let d = list.as_array()?.first().cloned()?;
+        (d["state"] == "dead").then_some(d)
+    })
+    .unwrap_or_else(|| panic!("never dead; logs:\n{}", s.logs()))
+}

@@ -225,11 +225,7 @@ fn the_webhook_receiver_verifies_a_real_webhook_after_a_simulated_call() {
             &json!({"phone": RU_PHONE, "webhook_url": format!("{url}/hook"), "ttl_seconds": 120}),
         );
         let dial = created["dial_number"].as_str().unwrap();
-        let out = Command::new(tool("dialproof-sim"))
-            .args(["call", "--to", dial, "--from", "+79161234567", "--target"])
-            .arg(sip_of(&s))
-            .output()
-            .expect("running dialproof-sim");
+        let out = sim_call(&s, dial, "+79161234567");
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success() && text.contains("<- 603"), "{text}");
         ids.push(created["verification_id"].as_str().unwrap().to_owned());

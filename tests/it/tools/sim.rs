@@ -50,12 +50,7 @@ fn sim_call_completes_a_leased_verification_with_the_given_caller() {
     let id = v["verification_id"].as_str().unwrap();
     let dial = v["dial_number"].as_str().unwrap();
 
-    let out = Command::new(sim())
-        .args(["call", "--to", dial, "--from", "+79161234567"])
-        .args(["--target", &sip_addr(&server).to_string()])
-        .stdin(Stdio::null())
-        .output()
-        .expect("running dialproof-sim call");
+    let out = sim_call(&server, dial, "+79161234567");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),

@@ -13,7 +13,6 @@ use crate::support::netns::Netns;
 use crate::support::webhooks::*;
 use crate::support::*;
 use serde_json::json;
-use std::time::Duration;
 
 /// The test's name, for [`Netns::enter`].
 const TEST: &str = concat!(
@@ -70,17 +69,7 @@ fn a_host_rebound_to_a_private_address_is_refused_at_delivery() {
     // ... and private by the time the webhook is due.
     netns.set_hosts(HOSTS_AT_DELIVERY);
 
-    // Past the TTL on the virtual clock (`crate::support::virtual_time`): the
-    // expiry, and its webhook, come at once instead of in 30 s.
-    clock.advance(Duration::from_secs(31));
-    let d = poll(Duration::from_secs(30), || {
-        // The retry schedule is 1 s and 2 s: a virtual second per look.
-        clock.advance(Duration::from_secs(1));
-        let list = s.cli(&["delivery", "list", "--verification", &id]);
-        let d = list.as_array().unwrap().first().cloned()?;
-        (d["state"] == "dead").then_some(d)
-    })
-    .unwrap_or_else(|| panic!("never dead; logs:\n{}", s.logs()));
+    let d = expire_until_dead(&s, &clock, &id);
     let attempts = d["attempts"].as_array().unwrap();
     assert_eq!(attempts.len(), 3, "{d}");
     for a in attempts {

@@ -83,17 +83,7 @@ fn https_uses_the_url_host_for_sni_and_verifies_the_certificate() {
     );
     let id = v["verification_id"].as_str().unwrap().to_owned();
 
-    // Past the TTL on the virtual clock (`crate::support::virtual_time`): the
-    // expiry, and its webhook, come at once instead of in 30 s.
-    clock.advance(Duration::from_secs(31));
-    let d = poll(Duration::from_secs(30), || {
-        // The retry schedule is 1 s and 2 s: a virtual second per look.
-        clock.advance(Duration::from_secs(1));
-        let list = s.cli(&["delivery", "list", "--verification", &id]);
-        let d = list.as_array().unwrap().first().cloned()?;
-        (d["state"] == "dead").then_some(d)
-    })
-    .unwrap_or_else(|| panic!("never dead; logs:\n{}", s.logs()));
+    let d = expire_until_dead(&s, &clock, &id);
     for a in d["attempts"].as_array().unwrap() {
         assert!(a["http_status"].is_null(), "{a}");
         let error = a["error"].as_str().unwrap();

@@ -7,60 +7,30 @@
 
 use crate::support::sip::*;
 use crate::support::*;
-use std::net::UdpSocket;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Answers OPTIONS with 200 while `answering`; counts the pings.
-fn provider(
-    sock: UdpSocket,
-    answering: Arc<AtomicBool>,
-    stop: Arc<AtomicBool>,
-    pings: Arc<AtomicUsize>,
-) {
-    sock.set_read_timeout(Some(Duration::from_millis(50)))
-        .unwrap();
-    let mut buf = vec![0u8; 65_536];
-    while !stop.load(Ordering::Acquire) {
-        let Ok((n, from)) = sock.recv_from(&mut buf) else {
-            continue;
-        };
-        let msg = String::from_utf8_lossy(&buf[..n]).into_owned();
-        if !msg.starts_with("OPTIONS ") {
-            continue;
-        }
+/// A provider that answers OPTIONS with 200 while `answering`, and counts
+/// the pings.
+fn provider(answering: Arc<AtomicBool>, pings: Arc<AtomicUsize>) -> FakePeer {
+    FakePeer::start("OPTIONS", move |msg| {
         pings.fetch_add(1, Ordering::AcqRel);
         if !answering.load(Ordering::Acquire) {
-            continue;
+            return None;
         }
         // Echo the headers a response needs.
-        let keep: String = msg
-            .lines()
-            .filter(|l| {
-                let l = l.to_ascii_lowercase();
-                ["via:", "from:", "to:", "call-id:", "cseq:"]
-                    .iter()
-                    .any(|p| l.starts_with(p))
-            })
-            .map(|l| format!("{l}\r\n"))
-            .collect();
-        let reply = format!("SIP/2.0 200 OK\r\n{keep}Content-Length: 0\r\n\r\n");
-        let _ = sock.send_to(reply.as_bytes(), from);
-    }
+        let keep = copied_headers(msg, &["via:", "from:", "to:", "call-id:", "cseq:"]);
+        Some(format!("SIP/2.0 200 OK\r\n{keep}Content-Length: 0\r\n\r\n"))
+    })
 }
 
 #[test]
 fn a_silent_provider_takes_its_line_down_and_its_return_brings_it_back() {
-    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
-    let addr = sock.local_addr().unwrap();
     let answering = Arc::new(AtomicBool::new(true));
-    let stop = Arc::new(AtomicBool::new(false));
     let pings = Arc::new(AtomicUsize::new(0));
-    let thread = {
-        let (a, s, p) = (answering.clone(), stop.clone(), pings.clone());
-        std::thread::spawn(move || provider(sock, a, s, p))
-    };
+    let peer = provider(answering.clone(), pings.clone());
+    let addr = peer.addr;
     let line = format!(
         "[[lines]]\nname = \"ip\"\nmode = \"ip_auth\"\nprovider = \"{addr}\"\n\
          ping_interval_seconds = 1\nping_failures_max = 2\n\
@@ -99,8 +69,6 @@ fn a_silent_provider_takes_its_line_down_and_its_return_brings_it_back() {
     })
     .unwrap_or_else(|| panic!("the line never came back:\n{}", s.logs()));
     assert_eq!(back["status"], "pending");
-    stop.store(true, Ordering::Release);
-    thread.join().unwrap();
     let logs = s.logs();
     assert!(!logs.contains("panicked"), "{logs}");
 }

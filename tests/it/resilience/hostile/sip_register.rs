@@ -10,8 +10,6 @@
 use crate::support::sip::*;
 use crate::support::*;
 use std::collections::HashMap;
-use std::net::UdpSocket;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -34,16 +32,6 @@ const CHALLENGES: [(&str, &str); 9] = [
     ("stale", ""),
 ];
 const NUMBERS_PER_LINE: u64 = 2;
-
-fn header<'a>(msg: &'a str, name: &str) -> &'a str {
-    msg.lines()
-        .find(|l| {
-            l.split_once(':')
-                .is_some_and(|(n, _)| n.trim().eq_ignore_ascii_case(name))
-        })
-        .and_then(|l| l.split_once(':'))
-        .map_or("", |(_, v)| v.trim())
-}
 
 /// The `WWW-Authenticate` header lines for `user`'s `n`th REGISTER.
 fn challenge(user: &str, n: usize) -> String {
@@ -72,20 +60,11 @@ fn challenge(user: &str, n: usize) -> String {
     }
 }
 
-/// Answers REGISTERs until `stop`; counts them per user.
-fn registrar(sock: UdpSocket, stop: Arc<AtomicBool>, seen: Arc<Mutex<HashMap<String, usize>>>) {
-    sock.set_read_timeout(Some(Duration::from_millis(50)))
-        .unwrap();
-    let mut buf = vec![0u8; 65_536];
-    while !stop.load(Ordering::Acquire) {
-        let Ok((n, from)) = sock.recv_from(&mut buf) else {
-            continue;
-        };
-        let msg = String::from_utf8_lossy(&buf[..n]).into_owned();
-        if !msg.starts_with("REGISTER ") {
-            continue;
-        }
-        let from_h = header(&msg, "from");
+/// A registrar that answers each REGISTER (200 to `good` with credentials,
+/// else its user's challenge); counts them per user.
+fn registrar(seen: Arc<Mutex<HashMap<String, usize>>>) -> FakePeer {
+    FakePeer::start("REGISTER", move |msg| {
+        let from_h = header(msg, "from");
         let user = from_h
             .split("sip:")
             .nth(1)
@@ -98,9 +77,9 @@ fn registrar(sock: UdpSocket, stop: Arc<AtomicBool>, seen: Arc<Mutex<HashMap<Str
             *c += 1;
             *c
         };
-        let authorized = !header(&msg, "authorization").is_empty();
+        let authorized = !header(msg, "authorization").is_empty();
         let (status, extra) = if user == "good" && authorized {
-            let contact = header(&msg, "contact");
+            let contact = header(msg, "contact");
             (
                 "200 OK",
                 format!("Contact: {contact};expires=60\r\nExpires: 60\r\n"),
@@ -108,31 +87,21 @@ fn registrar(sock: UdpSocket, stop: Arc<AtomicBool>, seen: Arc<Mutex<HashMap<Str
         } else {
             ("401 Unauthorized", challenge(&user, count))
         };
-        let vias: String = msg
-            .lines()
-            .filter(|l| l.to_ascii_lowercase().starts_with("via:"))
-            .map(|l| format!("{l}\r\n"))
-            .collect();
-        let reply = format!(
-            "SIP/2.0 {status}\r\n{vias}From: {from_h}\r\nTo: {};tag=reg\r\nCall-ID: {}\r\nCSeq: {}\r\n{extra}Content-Length: 0\r\n\r\n",
-            header(&msg, "to"),
-            header(&msg, "call-id"),
-            header(&msg, "cseq"),
-        );
-        let _ = sock.send_to(reply.as_bytes(), from);
-    }
+        Some(format!(
+            "SIP/2.0 {status}\r\n{}From: {from_h}\r\nTo: {};tag=reg\r\nCall-ID: {}\r\nCSeq: {}\r\n{extra}Content-Length: 0\r\n\r\n",
+            copied_headers(msg, &["via:"]),
+            header(msg, "to"),
+            header(msg, "call-id"),
+            header(msg, "cseq"),
+        ))
+    })
 }
 
 #[test]
 fn hostile_digest_challenges_keep_their_lines_down_without_a_loop() {
-    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
-    let registrar_addr = sock.local_addr().unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
     let seen = Arc::new(Mutex::new(HashMap::new()));
-    let thread = {
-        let (stop, seen) = (stop.clone(), seen.clone());
-        std::thread::spawn(move || registrar(sock, stop, seen))
-    };
+    let peer = registrar(seen.clone());
+    let registrar_addr = peer.addr;
     let users: Vec<&str> = CHALLENGES
         .iter()
         .map(|(u, _)| *u)
@@ -179,8 +148,7 @@ fn hostile_digest_challenges_keep_their_lines_down_without_a_loop() {
 
     // Let the hostile lines retry for a while: backoff, not a loop.
     std::thread::sleep(Duration::from_secs(6));
-    stop.store(true, Ordering::Release);
-    thread.join().unwrap();
+    drop(peer);
     let seen = seen.lock().unwrap().clone();
     eprintln!("REGISTERs per line: {seen:?}");
     for (user, _) in CHALLENGES {
