@@ -1,4 +1,7 @@
 //! Operator changes through `Admin`, and how the running store sees them.
+//!
+//! Not for: the operator CLI over the binary (the root package's
+//! `tests/it/ops`).
 
 use crate::support::*;
 use dialproof_storage::{Admin, StorageError};

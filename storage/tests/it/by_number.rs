@@ -1,5 +1,7 @@
 //! `WriteOp::TransitionByNumber`: an inbound call (or a line going down)
 //! finds the pending verification by its dial number and lease generation.
+//!
+//! Not for: transitions by verification id (`crate::transitions`).
 
 use crate::support::*;
 use dialproof_engine::verification::{Event, Status};

@@ -1,6 +1,8 @@
 //! The commit consumer's events: one per op with consequences, after
 //! COMMIT and before the replies, none for a rolled-back batch, and a queue
 //! that ends only after the writer's last batch.
+//!
+//! Not for: the batching itself (`crate::group_commit`).
 
 use crate::support::*;
 use dialproof_engine::verification::{Event, Status};

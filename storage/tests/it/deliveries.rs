@@ -1,6 +1,9 @@
 //! The webhook outbox after its row: recording attempts (attempt row and
 //! delivery update in one write), due reads, the delivery log and the
 //! operator's manual retry from another connection.
+//!
+//! Not for: sending webhooks (the service's `webhooks`, and the root
+//! package's `tests/it/webhooks`).
 
 use crate::support::*;
 use dialproof_engine::verification::Event;

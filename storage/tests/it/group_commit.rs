@@ -1,5 +1,7 @@
 //! Group commit: batching, reply timing, per-op failure isolation, queue
 //! limits and shutdown.
+//!
+//! Not for: what a committed batch sets off (`crate::committed`).
 
 use crate::support::*;
 use dialproof_engine::time::UnixMillis;

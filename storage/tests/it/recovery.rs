@@ -1,4 +1,7 @@
 //! Restart and crash: what a reopened store finds, and fail points.
+//!
+//! Not for: kills of the whole service (the root package's
+//! `tests/it/resilience/crash`).
 
 use crate::support::*;
 use dialproof_engine::verification::Event;

@@ -1,6 +1,8 @@
 //! What replication with Litestream asks of the storage layer (issue 16):
 //! a bundled SQLite without the WAL-reset bug, and a database that still
 //! opens, migrates and works after Litestream has added its own tables.
+//!
+//! Not for: failover of the service (the root package's `tests/it/standby`).
 
 use crate::support::*;
 use dialproof_storage::{Options, Replication, Store, WriteOp};

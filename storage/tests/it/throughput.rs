@@ -1,6 +1,9 @@
 //! A quick throughput figure for the group-commit writer. Ignored by
 //! default; run with
 //! `cargo test --release -p dialproof-storage --test it -- --ignored --nocapture throughput`.
+//!
+//! Not for: a pass/fail bound (figures come from benchmarks, never from
+//! timed assertions).
 
 use crate::support::*;
 use dialproof_engine::verification::Event;

@@ -1,5 +1,7 @@
 //! Verification transitions in the writer: state changes, lease release,
 //! the transactional outbox, company scoping and the call-versus-cancel race.
+//!
+//! Not for: transitions found by dial number (`crate::by_number`).
 
 use crate::support::*;
 use dialproof_engine::verification::{Event, EventType, Status};

@@ -4,6 +4,8 @@
 //! other, so there is never a moment without a reader. Under SQLite's
 //! default automatic checkpoint the WAL then only grows; the writer's
 //! RESTART checkpoints must keep it bounded.
+//!
+//! Not for: recovery after a crash (`crate::recovery`).
 
 use crate::support::*;
 use dialproof_storage::WriteOp;

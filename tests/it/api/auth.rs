@@ -1,6 +1,9 @@
 //! Authentication (401 texts and `WWW-Authenticate`), revocation, the order
 //! of checks (401 before 405), 405 texts, trailing-slash redirects and 404s
 //! for unknown paths.
+//!
+//! Not for: dashboard sessions (`dashboard::sessions`), or rate limits
+//! (`api::rate_limit`).
 
 use crate::support::*;
 use std::time::Duration;

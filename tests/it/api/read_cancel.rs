@@ -1,5 +1,8 @@
 //! GET /api/v1/verifications/{id}/ and POST .../{id}/cancel/: company
 //! scoping, 404s, cancel releasing the number at once, idempotent cancel.
+//!
+//! Not for: the end of a verification at its TTL (`api::ttl`) or by a call
+//! (`sip::calls`).
 
 use crate::support::*;
 use serde_json::json;

@@ -9,6 +9,8 @@
 //! The Python tools live in a virtualenv that `tools/test.sh` creates
 //! (`target/pyenv`, or `DIALPROOF_PYENV`); without it these tests fail with
 //! a message saying so, rather than pass vacuously.
+//!
+//! Not for: the explorer page in a browser (`api::explorer`).
 
 use crate::support::tools::pyenv_bin;
 use crate::support::*;

@@ -3,6 +3,8 @@
 //! whose TTL passed while the service was down is `expired` right after
 //! restart. On virtual time (`crate::support::virtual_time`): no test sleeps
 //! through a TTL.
+//!
+//! Not for: webhooks sent at expiry (`webhooks::delivery`).
 
 use crate::support::virtual_time::VirtualClock;
 use crate::support::*;

@@ -1,6 +1,9 @@
 //! Dashboard sign-in over HTTPS: the login form, the session cookie's
 //! attributes, logout revoking the session on the server, session expiry,
 //! and the CSRF checks on every form (403 HTML page, nothing changed).
+//!
+//! Not for: sessions against the API and the login limit
+//! (`dashboard::sessions`).
 
 use crate::support::dashboard::*;
 use crate::support::*;

@@ -8,6 +8,9 @@
 //! With `DIALPROOF_SCREENSHOTS=DIR` the test also saves PNG screenshots of
 //! the login, keys, verifications and webhooks pages there (the README's come from
 //! `DIALPROOF_SCREENSHOTS=tools/screenshots`).
+//!
+//! Not for: each page's rules in detail (the other `dashboard` modules, read
+//! as HTML).
 
 use crate::support::dashboard::{create_user, PASSWORD};
 use crate::support::sip::*;

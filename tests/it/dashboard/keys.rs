@@ -2,6 +2,8 @@
 //! once) works on the API, a revoked one gets 401 at once, a deleted one
 //! leaves the list; creation is limited to 10 per hour per user (DRF 429
 //! with Retry-After); one company never sees or touches another's keys.
+//!
+//! Not for: keys made by the operator CLI (`ops::cli`, `api::auth`).
 
 use crate::support::dashboard::*;
 use crate::support::*;

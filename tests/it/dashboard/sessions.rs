@@ -1,6 +1,8 @@
 //! Dashboard sessions over HTTPS: login, the API's 403 for a request
 //! authenticated by a session instead of a key, the schema readable by a
 //! logged-in user, and the login limit of 10 per minute per address.
+//!
+//! Not for: the sign-in form and CSRF (`dashboard::auth`).
 
 use crate::support::*;
 use serde_json::json;

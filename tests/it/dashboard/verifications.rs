@@ -2,6 +2,8 @@
 //! simulated call and the 503 rejections appear with the right totals and
 //! success share; filters, keyset pagination and company isolation over
 //! rows written straight into the database.
+//!
+//! Not for: the API's reads (`api::read_cancel`).
 
 use crate::support::dashboard::*;
 use crate::support::sip::*;

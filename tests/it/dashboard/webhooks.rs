@@ -3,6 +3,8 @@
 //! the previous secret kept for 24 h), and the delivery log of a failing
 //! receiver with a Retry button that sends a new attempt at once. Another
 //! company can neither see nor retry the delivery.
+//!
+//! Not for: delivery itself (`webhooks`).
 
 use crate::support::dashboard::*;
 use crate::support::sip::*;

@@ -1,6 +1,8 @@
 //! `--json` output of the operator commands, as the README promises it:
 //! the whole of standard output is one JSON value, an array of objects for
 //! the `list` commands and an object for every other command.
+//!
+//! Not for: what the commands change (the feature modules that use them).
 
 use crate::support::*;
 use serde_json::Value;

@@ -1,6 +1,8 @@
 //! The operators' listener: `/metrics` in the Prometheus text format (read
 //! back by an independent parser, Python's `prometheus_client`), `/healthz`
 //! and `/readyz`, on its own plain-HTTP address.
+//!
+//! Not for: the figures the metrics would show under load (`benches/`).
 
 use crate::support::tools::pyenv_bin;
 use crate::support::*;
@@ -90,6 +92,8 @@ fn value(samples: &[String], prefix: &str) -> f64 {
     line.rsplit(' ').next().unwrap().parse().expect("value")
 }
 
+/// README, "Metrics, health and readiness": `/metrics` is the Prometheus
+/// text format, read back by an independent parser, and counts what happened.
 #[test]
 fn metrics_parse_and_count_what_happened() {
     let (server, ops) = start(&pools(3, 0));
@@ -152,6 +156,8 @@ fn metrics_parse_and_count_what_happened() {
     );
 }
 
+/// README, "Metrics, health and readiness": `/healthz` and `/readyz`, and
+/// `/readyz` saying why when storage fails.
 #[test]
 fn health_and_readiness() {
     let (mut server, ops) = start(&pools(1, 0));
@@ -306,6 +312,8 @@ fn metric_names(expr: &str) -> Vec<String> {
     names
 }
 
+/// README, "Metrics, health and readiness": the bundled Grafana dashboard
+/// charts only series the service exposes.
 #[test]
 fn the_grafana_dashboard_charts_only_metrics_the_service_exposes() {
     let path =

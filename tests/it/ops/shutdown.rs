@@ -2,6 +2,8 @@
 //! already sent on a kept-alive connection (the answer says
 //! `Connection: close`), flushes the writer and exits 0; every 201 it gave
 //! is there after the restart.
+//!
+//! Not for: SIGKILL (`resilience::crash::restart`).
 
 use crate::support::*;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -2,6 +2,8 @@
 //! the real binary. A call to a leased number completes its verification
 //! with the caller's number and is rejected (never answered); everything
 //! else is rejected without changing anything.
+//!
+//! Not for: hostile SIP (`resilience::hostile::sip`).
 
 use crate::support::sip::*;
 use crate::support::*;

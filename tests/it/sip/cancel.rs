@@ -1,6 +1,8 @@
 //! CANCEL over real UDP. The server's storage is slowed by a fail point
 //! (`writer.before_commit=delay(..)`, a slow disk), so the call's commit,
 //! and with it the final response, comes after the CANCEL deterministically.
+//!
+//! Not for: cancelling a verification over the API (`api::read_cancel`).
 
 use crate::support::sip::*;
 use crate::support::*;

@@ -5,6 +5,8 @@
 //! line is configured as the README's example: its registration user name
 //! is also one of its numbers, so reading the Request-URI of a call routed
 //! to the Contact would complete the wrong verification (issue 10).
+//!
+//! Not for: sipp's scripted registrar (`sip::register`).
 
 use crate::support::kamailio::Kamailio;
 use crate::support::sip::*;

@@ -3,6 +3,9 @@
 //! loss of registration (503 on create, pending verifications `failed`),
 //! `Expires: 0` at shutdown, and an IP-authenticated line whose OPTIONS
 //! pings stop being answered.
+//!
+//! Not for: a registrar that falls silent mid-registration
+//! (`resilience::fault::registrar`).
 
 use crate::support::sip::*;
 use crate::support::*;

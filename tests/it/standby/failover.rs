@@ -18,6 +18,8 @@
 //! virtualenv; `DIALPROOF_PYENV` points there). The load's rate and length
 //! can be raised for a longer run (`tools/failover-soak.sh`) with
 //! `FAILOVER_RATE` (creates a second) and `FAILOVER_SECONDS`.
+//!
+//! Not for: the promoted start's hold in detail (`standby::promotion`).
 
 use crate::support::sip::*;
 use crate::support::tools::pyenv_bin;

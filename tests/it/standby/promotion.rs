@@ -3,6 +3,8 @@
 //! and its effect (only the numbers outside it are issued, also after a
 //! reload), and its end once the longest TTL has passed since the lost
 //! window. The failover itself is `standby::failover`.
+//!
+//! Not for: the failover itself (`standby::failover`).
 
 use crate::support::*;
 use serde_json::Value;

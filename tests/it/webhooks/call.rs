@@ -5,6 +5,8 @@
 //! `completed` and `expired`), and a cancel after the call changes nothing.
 //! The service runs in process on a clock that flows with real time and
 //! jumps past the TTL (`crate::support::virtual_time`), so nothing waits 30 s.
+//!
+//! Not for: retries and the delivery log (`webhooks::delivery`).
 
 use crate::support::sip::*;
 use crate::support::webhooks::*;

@@ -7,6 +7,8 @@
 //!
 //! The verifications end by TTL expiry (30 s, the shortest TTL); the path
 //! after the commit is the same for every event type.
+//!
+//! Not for: one receiver's timeouts and retries (`webhooks::delivery`).
 
 use crate::support::webhooks::*;
 use crate::support::*;

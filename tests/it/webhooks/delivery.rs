@@ -13,6 +13,9 @@
 //! instead of waiting 30 s; retry gaps and HTTP timeouts are real time.
 //! The retry schedule is shortened by configuration to at once, +1 s,
 //! +2 s, without jitter.
+//!
+//! Not for: receivers that reset, answer garbage or gigabytes
+//! (`resilience::hostile::receivers`).
 
 use crate::support::virtual_time::VirtualClock;
 use crate::support::webhooks::*;

@@ -3,6 +3,8 @@
 //! produced for real: sipp plays the provider's registrar, grants the line's
 //! registration, then refuses the refresh; the line goes down and its
 //! pending verifications fail.
+//!
+//! Not for: the line going down itself (`sip::register`).
 
 use crate::support::sip::*;
 use crate::support::webhooks::*;

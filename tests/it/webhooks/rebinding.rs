@@ -8,6 +8,8 @@
 //! rewrites that namespace's `/etc/hosts` between the create and the
 //! delivery, as a rebinding DNS server would. Only loopback exists there,
 //! so the public address the name has at first is never reachable.
+//!
+//! Not for: the guard at creation (`api::create`).
 
 use crate::support::netns::Netns;
 use crate::support::webhooks::*;

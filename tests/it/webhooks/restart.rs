@@ -5,6 +5,8 @@
 //!
 //! The first verification is completed by a real call (sipp), so its first
 //! attempt comes at once; the downtime is skipped on a virtual clock.
+//!
+//! Not for: verifications across a restart (`resilience::crash::restart`).
 
 use crate::support::sip::*;
 use crate::support::virtual_time::VirtualClock;

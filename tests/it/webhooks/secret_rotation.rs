@@ -7,6 +7,8 @@
 //! the server runs (bumping `meta.change_version`, as the operator commands
 //! do, so the service re-reads its company settings), then sends the
 //! delivery again with `delivery retry` and reads the signature header.
+//!
+//! Not for: rotating from the dashboard (`dashboard::webhooks`).
 
 use crate::support::sip::*;
 use crate::support::webhooks::*;

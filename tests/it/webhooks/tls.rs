@@ -7,6 +7,8 @@
 //! test's own (`crate::support::netns`), where the service, the trap and the test's
 //! clients all run; it is marked as a development URL, since it points at
 //! loopback.
+//!
+//! Not for: plain-HTTP receivers (the other `webhooks` modules).
 
 use crate::support::netns::Netns;
 use crate::support::webhooks::*;

@@ -6,6 +6,8 @@
 //! The backlog is written straight into the binary's database through the
 //! storage crate (creating 70,000 verifications over HTTPS would take far
 //! longer and hit the rate limits), while the service is stopped.
+//!
+//! Not for: one SIGKILL's guarantees (`super::restart`).
 
 use crate::support::*;
 use dialproof_engine::ids::VerificationId;

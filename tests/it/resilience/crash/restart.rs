@@ -1,5 +1,8 @@
 //! Durability: every acknowledged create survives SIGKILL; after restart
 //! the leases are restored (no number issued twice) and released normally.
+//!
+//! Not for: a graceful stop under load (`ops::shutdown`), or webhooks due
+//! across a restart (`webhooks::restart`).
 
 use crate::support::*;
 use serde_json::json;

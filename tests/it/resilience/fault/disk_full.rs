@@ -7,6 +7,8 @@
 //!
 //! Needs root (CAP_SYS_ADMIN) and util-linux `unshare` and `mount`, as CI
 //! has; where they are missing the test fails and says so.
+//!
+//! Not for: a writer made to fail by its fail points (`super::storage`).
 
 use crate::support::netns::Netns;
 use crate::support::*;

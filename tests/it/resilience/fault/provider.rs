@@ -4,6 +4,8 @@
 //! create gets 503, a pending verification on it fails), and is issued
 //! from again as soon as the provider answers again, without a restart.
 //! (A refused registration refresh: `sip::register`.)
+//!
+//! Not for: registering lines (`super::registrar`).
 
 use crate::support::sip::*;
 use crate::support::*;

@@ -5,6 +5,8 @@
 //! creates get 503), the line keeps retrying with backoff, and when the
 //! registrar answers again the line is up and issues numbers without a
 //! restart.
+//!
+//! Not for: hostile challenges (`resilience::hostile::sip_register`).
 
 use crate::support::sip::*;
 use crate::support::*;

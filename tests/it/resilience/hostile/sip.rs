@@ -6,6 +6,8 @@
 //! never panic and must keep serving.
 //!
 //! REGISTER responses with hostile digest challenges: `super::sip_register`.
+//!
+//! Not for: calls that follow the rules (`sip::calls`).
 
 use crate::support::sip::*;
 use crate::support::*;

@@ -6,6 +6,9 @@
 //! down (their numbers are never issued) and retry with backoff rather
 //! than in a loop, the service never panics, and a line whose registrar
 //! answers properly registers beside them and serves creates.
+//!
+//! Not for: a registrar that only falls silent
+//! (`resilience::fault::registrar`).
 
 use crate::support::sip::*;
 use crate::support::*;

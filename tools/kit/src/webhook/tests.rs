@@ -1,5 +1,8 @@
 //! The receiver against a hand-written client: signature verdicts and
 //! their answers, the script, and the limits.
+//!
+//! Not for: the receiver against the service (the root package's
+//! `tests/it/webhooks`).
 
 use super::*;
 use crate::signature;
