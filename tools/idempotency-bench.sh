@@ -31,8 +31,9 @@ ROUNDS=${ROUNDS:-2}
 NUMBERS=${NUMBERS:-600000}
 
 cargo build --release -q --workspace --bins
-BIN=$PWD/target/release/dialproof
-LOAD=$PWD/target/release/dialproof-load
+TARGET=${CARGO_TARGET_DIR:-$PWD/target}
+BIN=$TARGET/release/dialproof
+LOAD=$TARGET/release/dialproof-load
 DIR=$(mktemp -d /tmp/dialproof-idempotency-bench.XXXXXX)
 trap 'kill "$SERVER" 2>/dev/null || true; wait 2>/dev/null || true' EXIT
 
