@@ -120,7 +120,12 @@ fn no_dial_number_is_ever_stored_for_two_pending_verifications() {
     );
     assert_eq!(db.count("SELECT count(*) FROM verifications"), 1);
     // Ended, the number is free for a new pending row.
-    by_number(&store, &first.dial_number, Some(7), call(T0.plus_seconds(1), "+79990001122"));
+    by_number(
+        &store,
+        &first.dial_number,
+        Some(7),
+        call(T0.plus_seconds(1), "+79990001122"),
+    );
     second.lease_generation = 8;
     insert(&store, second).expect("the number's next lease");
     assert_eq!(
