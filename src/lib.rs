@@ -13,7 +13,9 @@
 //! - `shared/`: the handles the runtime hands to the parts (clock,
 //!   configuration, lease table, expiry schedule, metrics, resolver, thread
 //!   pool);
-//! - `http/`: listeners, TLS, the HTTP/1.1 layer, the port-80 redirect;
+//! - `coroutine`: spawning may coroutines (below everything, HTTP included);
+//! - `http/`: listeners, TLS, the HTTP/1.1 layer, the port-80 redirect; it
+//!   imports no other part;
 //! - `api/`: the public API's routes, authentication, key cache, rate
 //!   limiters, dashboard sessions;
 //! - `openapi/`: the schema and the explorer;
@@ -24,6 +26,7 @@
 
 pub mod api;
 pub mod cli;
+pub mod coroutine;
 pub mod dashboard;
 pub mod http;
 pub mod openapi;

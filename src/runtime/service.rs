@@ -12,7 +12,7 @@
 
 use crate::api::key_cache::KeyCache;
 use crate::cli::ServeArgs;
-use crate::http::listener::{self, Listening, COROUTINE_STACK_BYTES};
+use crate::http::listener::{self, Listening};
 use crate::http::{redirect, tls};
 use crate::runtime::app::App;
 use crate::runtime::control::control_loop;
@@ -81,7 +81,7 @@ fn configure_runtime(config: &Config) -> usize {
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     may::config()
         .set_workers(workers)
-        .set_stack_size(COROUTINE_STACK_BYTES);
+        .set_stack_size(crate::coroutine::STACK_BYTES);
     may::config().set_worker_pin(true);
     // The phone metadata takes ~70 ms to load: pay it now, not on the first
     // create.
