@@ -15,7 +15,6 @@
 
 use crate::shared::rate_limiters::RateLimiters;
 use dialproof_engine::apikey;
-use dialproof_engine::ratelimit::Decision;
 use dialproof_engine::time::UnixMillis;
 use dialproof_engine::CompanyId;
 use dialproof_storage::{Admin, KeyRow, StorageError};
@@ -122,10 +121,10 @@ pub fn parse_limit(text: &str) -> Result<Option<u32>, String> {
 }
 
 /// Counts one key creation by dashboard user `user_id` toward
-/// [`CREATES_PER_HOUR`]; `Refuse` when over it.
-pub fn count_creation(limiters: &RateLimiters, user_id: i64, now: UnixMillis) -> Decision {
+/// [`CREATES_PER_HOUR`]; over it, `Err` with the seconds to wait.
+pub fn count_creation(limiters: &RateLimiters, user_id: i64, now: UnixMillis) -> Result<(), u64> {
     let bucket = format!("dashboard-key-create:{user_id}");
-    limiters.check_window(&bucket, now, CREATES_PER_HOUR, HOUR_MS)
+    super::allowed(limiters.check_window(&bucket, now, CREATES_PER_HOUR, HOUR_MS))
 }
 
 #[cfg(test)]

@@ -15,7 +15,6 @@ use super::users::normalise_email;
 use crate::shared::offload::Offload;
 use crate::shared::rate_limiters::RateLimiters;
 use crate::shared::wait::{read_failure_text, wait_for};
-use dialproof_engine::ratelimit::Decision;
 use dialproof_engine::time::UnixMillis;
 use dialproof_storage::{Store, UserRow};
 use std::net::IpAddr;
@@ -27,9 +26,9 @@ pub const LOGIN_PER_MINUTE: u32 = 10;
 const HASH_WAIT: Duration = Duration::from_secs(10);
 
 /// Counts one login attempt from `peer` toward [`LOGIN_PER_MINUTE`];
-/// `Refuse` when over it.
-pub fn count_attempt(limiters: &RateLimiters, peer: IpAddr, now: UnixMillis) -> Decision {
-    limiters.check(&format!("login:{peer}"), now, LOGIN_PER_MINUTE)
+/// over it, `Err` with the seconds to wait.
+pub fn count_attempt(limiters: &RateLimiters, peer: IpAddr, now: UnixMillis) -> Result<(), u64> {
+    super::allowed(limiters.check(&format!("login:{peer}"), now, LOGIN_PER_MINUTE))
 }
 
 /// Why a login found no user.

@@ -23,3 +23,17 @@ pub mod login;
 pub mod passwords;
 pub mod sessions;
 pub mod users;
+
+use dialproof_engine::ratelimit::Decision;
+
+/// A window's decision as the account rules answer it: `Err` with the
+/// seconds to wait when refused (a block and a full window alike).
+fn allowed(decision: Decision) -> Result<(), u64> {
+    match decision {
+        Decision::Allow => Ok(()),
+        Decision::Refuse {
+            retry_after_seconds,
+            ..
+        } => Err(retry_after_seconds),
+    }
+}

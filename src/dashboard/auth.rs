@@ -25,7 +25,7 @@ use crate::accounts::users::normalise_email;
 use crate::http::{Request, Response};
 use askama::Template;
 use dialproof_engine::csrf;
-use dialproof_engine::ratelimit::{throttled_detail, Decision};
+use dialproof_engine::ratelimit::throttled_detail;
 use dialproof_storage::SessionUser;
 
 const LOGIN_CSRF_COOKIE: &str = "dialproof_login_csrf";
@@ -111,11 +111,7 @@ pub fn login_form(_req: &Request) -> Response {
 /// password; a session cookie and the verification list on success.
 pub fn login(ctx: &Dashboard, req: &Request) -> Response {
     let now = ctx.clock.now();
-    if let Decision::Refuse {
-        retry_after_seconds,
-        ..
-    } = login::count_attempt(&ctx.limiters, req.peer.ip(), now)
-    {
+    if let Err(retry_after_seconds) = login::count_attempt(&ctx.limiters, req.peer.ip(), now) {
         return Response::detail(429, &throttled_detail(retry_after_seconds))
             .with_header("Retry-After", retry_after_seconds.to_string());
     }

@@ -19,7 +19,7 @@ use crate::accounts::sessions;
 use crate::accounts::users::{normalise_email, EMAIL_CHARS_MAX};
 use crate::api::texts;
 use crate::http::{Request, Response};
-use dialproof_engine::ratelimit::{throttled_detail, Decision};
+use dialproof_engine::ratelimit::throttled_detail;
 use dialproof_engine::time::UnixMillis;
 use dialproof_storage::UserRow;
 use serde_json::{json, Value};
@@ -40,11 +40,7 @@ fn envelope(status: u16, code: &str, message: &str, fields: Option<Value>) -> Re
 
 pub fn login(ctx: &Dashboard, req: &Request) -> Response {
     let now = ctx.clock.now();
-    if let Decision::Refuse {
-        retry_after_seconds,
-        ..
-    } = login::count_attempt(&ctx.limiters, req.peer.ip(), now)
-    {
+    if let Err(retry_after_seconds) = login::count_attempt(&ctx.limiters, req.peer.ip(), now) {
         return envelope(
             429,
             "rate_limited",

@@ -18,7 +18,7 @@ use super::Dashboard;
 use crate::accounts::keys::{self, Label, LabelError, LABEL_CHARS_MAX};
 use crate::http::{Request, Response};
 use askama::Template;
-use dialproof_engine::ratelimit::{throttled_detail, Decision, LIMIT_PER_MINUTE_DEFAULT};
+use dialproof_engine::ratelimit::{throttled_detail, LIMIT_PER_MINUTE_DEFAULT};
 use dialproof_storage::KeyRow;
 
 pub const CREATE_PATH: &str = "/api/dashboard/keys";
@@ -102,10 +102,7 @@ pub fn create(ctx: &Dashboard, req: &Request) -> Response {
         Err(resp) => return resp,
     };
     let now = ctx.clock.now();
-    if let Decision::Refuse {
-        retry_after_seconds,
-        ..
-    } = keys::count_creation(&ctx.limiters, signed.user.user_id, now)
+    if let Err(retry_after_seconds) = keys::count_creation(&ctx.limiters, signed.user.user_id, now)
     {
         return Response::detail(429, &throttled_detail(retry_after_seconds))
             .with_header("Retry-After", retry_after_seconds.to_string());
