@@ -14,7 +14,7 @@ use super::passwords;
 use super::users::normalise_email;
 use crate::shared::offload::Offload;
 use crate::shared::rate_limiters::RateLimiters;
-use crate::shared::wait::{read_failure_text, wait_for};
+use crate::shared::wait::{Committing, Outcome};
 use dialproof_engine::time::UnixMillis;
 use dialproof_storage::{Store, UserRow};
 use std::net::IpAddr;
@@ -52,12 +52,9 @@ pub fn check(
     storage_wait: Duration,
 ) -> Result<UserRow, Refused> {
     let email = normalise_email(email);
-    let user = wait_for(storage_wait, |reply| {
-        store.read(move |r| r.user_by_email(&email), reply)
-    });
-    let user = match user {
-        Some(Ok(Ok(u))) => u,
-        other => return Err(Refused::Storage(read_failure_text(other))),
+    let user = match store.read_within(storage_wait, move |r| r.user_by_email(&email)) {
+        Outcome::Done(u) => u,
+        other => return Err(Refused::Storage(other.to_string())),
     };
     let phc = user
         .as_ref()

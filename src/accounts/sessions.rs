@@ -12,7 +12,7 @@
 //! dashboard derives from the session (`dialproof_engine::csrf`).
 
 use crate::http::Request;
-use crate::shared::wait::{read_failure_text, wait_for};
+use crate::shared::wait::{Committing, Outcome};
 use dialproof_engine::time::UnixMillis;
 use dialproof_storage::{Admin, NewSession, SessionUser, StorageError, Store, WriteOp};
 use rand::RngCore;
@@ -83,15 +83,9 @@ pub fn start(
         created_at: now,
         expires_at,
     };
-    let stored = wait_for(wait, |reply| {
-        if let Err(e) = store.submit(WriteOp::InsertSession { session, reply }) {
-            tracing::error!(error = %e, "session not queued");
-        }
-    });
-    match stored {
-        Some(Ok(())) => Ok(Started { token, expires_at }),
-        Some(Err(e)) => Err(e.to_string()),
-        None => Err("not committed in time".to_owned()),
+    match store.commit(wait, |reply| WriteOp::InsertSession { session, reply }) {
+        Outcome::Done(()) => Ok(Started { token, expires_at }),
+        other => Err(other.to_string()),
     }
 }
 
@@ -104,12 +98,9 @@ pub fn user(
     now: UnixMillis,
     wait: Duration,
 ) -> Result<Option<SessionUser>, String> {
-    let found = wait_for(wait, |reply| {
-        store.read(move |r| r.session_user(&token_hash, now), reply)
-    });
-    match found {
-        Some(Ok(Ok(user))) => Ok(user),
-        other => Err(read_failure_text(other)),
+    match store.read_within(wait, move |r| r.session_user(&token_hash, now)) {
+        Outcome::Done(user) => Ok(user),
+        other => Err(other.to_string()),
     }
 }
 

@@ -8,6 +8,9 @@
 //! (the engine).
 
 mod auth;
+mod create;
+pub mod envelope;
+mod idempotent;
 pub mod texts;
 mod verifications;
 
@@ -45,6 +48,8 @@ pub struct Api {
     /// How far the commit consumer has got (a cancel waits for its own
     /// change's consequences before it answers).
     pub commits: Arc<dialproof_storage::CommitProgress>,
+    /// Idempotency keys of creates (see `crate::shared::idempotency`).
+    pub idempotency: Arc<crate::shared::idempotency::IdempotencyKeys>,
 }
 
 impl Api {
@@ -138,7 +143,7 @@ pub fn handle(ctx: &Api, req: &Request, route: Route<'_>) -> Response {
         return Response::detail(403, texts::KEY_REQUIRED);
     };
     match route {
-        Route::Collection => verifications::create(ctx, req, &key, now),
+        Route::Collection => create::create(ctx, req, &key, now),
         Route::Item(id) => verifications::read(ctx, &key, id),
         Route::Cancel(id) => verifications::cancel(ctx, &key, id, now),
         Route::Schema => Response::json(200, crate::openapi::schema_json()),

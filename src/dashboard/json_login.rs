@@ -17,6 +17,7 @@ use crate::accounts::login::{self, Refused};
 use crate::accounts::passwords::PASSWORD_BYTES_MAX;
 use crate::accounts::sessions;
 use crate::accounts::users::{normalise_email, EMAIL_CHARS_MAX};
+use crate::api::envelope::envelope;
 use crate::api::texts;
 use crate::http::{Request, Response};
 use dialproof_engine::ratelimit::throttled_detail;
@@ -29,14 +30,6 @@ use std::time::Duration;
 /// trailing slash too).
 pub const PATH: &str = "/api/dashboard/auth/login";
 const STORAGE_WAIT: Duration = Duration::from_secs(30);
-
-fn envelope(status: u16, code: &str, message: &str, fields: Option<Value>) -> Response {
-    let mut error = json!({ "code": code, "message": message });
-    if let Some(f) = fields {
-        error["fields"] = f;
-    }
-    Response::json(status, json!({ "error": error }).to_string())
-}
 
 pub fn login(ctx: &Dashboard, req: &Request) -> Response {
     let now = ctx.clock.now();

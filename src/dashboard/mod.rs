@@ -33,6 +33,7 @@ use crate::shared::clock::Clock;
 use crate::shared::key_cache::KeyCache;
 use crate::shared::offload::Offload;
 use crate::shared::rate_limiters::RateLimiters;
+use crate::shared::wait::{Committing, Outcome};
 use dialproof_storage::{Admin, StorageError, Store};
 use std::sync::Arc;
 use std::time::Duration;
@@ -71,11 +72,9 @@ impl Dashboard {
         &self,
         job: impl FnOnce(&dialproof_storage::Reader) -> Result<T, StorageError> + Send + 'static,
     ) -> Result<T, String> {
-        let found =
-            crate::shared::wait::wait_for(STORAGE_WAIT, |reply| self.store.read(job, reply));
-        match found {
-            Some(Ok(Ok(v))) => Ok(v),
-            other => Err(crate::shared::wait::read_failure_text(other)),
+        match self.store.read_within(STORAGE_WAIT, job) {
+            Outcome::Done(v) => Ok(v),
+            other => Err(other.to_string()),
         }
     }
 }

@@ -17,6 +17,7 @@ use crate::shared::clock::Clock;
 use crate::shared::config::LiveConfig;
 use crate::shared::expiries::Expiries;
 use crate::shared::health::Readiness;
+use crate::shared::idempotency::IdempotencyKeys;
 use crate::shared::key_cache::KeyCache;
 use crate::shared::leases::Leases;
 use crate::shared::metrics::Metrics;
@@ -60,6 +61,9 @@ pub struct App {
     pub recent: Arc<RecentRows>,
     /// How far the commit consumer has got.
     pub commits: Arc<CommitProgress>,
+    /// Creates' idempotency keys (recorded by the commit consumer, expired
+    /// and purged by the control loop).
+    pub idempotency: Arc<IdempotencyKeys>,
 }
 
 impl App {
@@ -91,6 +95,7 @@ impl App {
             metrics: self.metrics.clone(),
             recent: self.recent.clone(),
             commits: self.commits.clone(),
+            idempotency: self.idempotency.clone(),
         }
     }
 
@@ -143,6 +148,7 @@ impl App {
             readiness: self.readiness.clone(),
             clock: self.clock.clone(),
             stop: self.stop.clone(),
+            idempotency: self.idempotency.clone(),
         }
     }
 }

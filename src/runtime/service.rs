@@ -21,6 +21,7 @@ use crate::runtime::recovery::recover;
 use crate::shared::admin::AdminConn;
 use crate::shared::clock::Clock;
 use crate::shared::config::{Config, ReplicationMode};
+use crate::shared::idempotency::IdempotencyKeys;
 use crate::shared::key_cache::KeyCache;
 use crate::shared::leases::{build_table, Leases};
 use crate::shared::offload::Offload;
@@ -261,6 +262,7 @@ fn build_app(
         readiness: Default::default(),
         recent: Default::default(),
         commits,
+        idempotency: IdempotencyKeys::new(config.api.idempotency_key_hours()),
     });
     Ok((app, webhook_wakes, numbers_total))
 }
