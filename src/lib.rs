@@ -11,19 +11,27 @@
 //!   else's (commit consumer, expiry, control loop); it builds each part's
 //!   context and no part imports it;
 //! - `shared/`: the handles the runtime hands to the parts (clock,
-//!   configuration, lease table, expiry schedule, metrics, resolver, thread
-//!   pool);
-//! - `http/`: listeners, TLS, the HTTP/1.1 layer, the port-80 redirect;
-//! - `api/`: the public API's routes, authentication, key cache, rate
-//!   limiters, dashboard sessions;
+//!   configuration, lease table, expiry schedule, metrics, resolver, key
+//!   cache, request windows, operator connection, thread pool);
+//! - `coroutine`: spawning may coroutines (below everything, HTTP included);
+//! - `http/`: listeners, TLS, the HTTP/1.1 layer, the port-80 redirect; it
+//!   imports no other part;
+//! - `site`: the HTTPS router above the API, the explorer and the dashboard;
+//! - `api/`: the public API's endpoints and authentication;
+//! - `dashboard/`: the dashboard's pages and its login endpoints;
+//! - `accounts/`: account and operator rules (keys and labels, webhook
+//!   secrets, passwords, sessions, login limits, development URLs), called
+//!   by the dashboard and the CLI alike;
 //! - `openapi/`: the schema and the explorer;
 //! - `ops/`: the operators' listener (metrics, health, readiness);
 //! - `sip/`: the SIP socket, lines, calls;
 //! - `webhooks/`: the outbox driver and the HTTP senders;
 //! - `cli/`: the operator commands.
 
+pub mod accounts;
 pub mod api;
 pub mod cli;
+pub mod coroutine;
 pub mod dashboard;
 pub mod http;
 pub mod openapi;
@@ -31,4 +39,5 @@ pub mod ops;
 pub mod runtime;
 pub mod shared;
 pub mod sip;
+pub mod site;
 pub mod webhooks;

@@ -8,7 +8,7 @@
 //! Not for: the create itself (`super::create`), the rules (the engine's
 //! table), or storing keys (storage, in the verification's transaction).
 
-use super::login::envelope;
+use super::envelope::envelope;
 use super::verifications::STORAGE_WAIT;
 use super::Api;
 use crate::http::{Request, Response};

@@ -13,7 +13,7 @@
 use super::auth;
 use super::form::Fields;
 use super::page::{self, when, when_opt, Nav};
-use super::{chart, Ctx};
+use super::{chart, Dashboard};
 use crate::http::{Request, Response};
 use askama::Template;
 use dialproof_engine::time::{date_of, parse_date, UnixMillis};
@@ -181,7 +181,7 @@ fn bucket_ms(from: UnixMillis, to: UnixMillis) -> i64 {
 }
 
 /// `GET /dashboard/verifications/`.
-pub fn page(ctx: &Ctx<'_>, req: &Request) -> Response {
+pub fn page(ctx: &Dashboard, req: &Request) -> Response {
     let signed = match auth::require(ctx, req) {
         Ok(s) => s,
         Err(resp) => return resp,

@@ -103,13 +103,9 @@ pub struct NoNumberAvailable {
     pub retry_after: u64,
 }
 
-/// `{detail}`: the body of 401, 403, 404, 405, 429, 500 and of a 400 for
-/// malformed JSON.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct ErrorDetail {
-    /// A human-readable explanation.
-    pub detail: String,
-}
+/// `{detail}`, defined beside the response type, since the HTTP layer's
+/// own refusals carry it too.
+pub use crate::http::ErrorDetail;
 
 /// A 400 for invalid fields: each invalid field maps to its messages.
 #[derive(Serialize, ToSchema)]

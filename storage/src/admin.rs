@@ -58,10 +58,13 @@ pub(crate) fn unchanged<T>(value: T) -> Result<Changed<T>> {
 
 impl Admin {
     /// Opens the database at `path`, creating and migrating it if needed.
+    /// Logged at DEBUG, so a test can count the opens (the service opens
+    /// one for all its operator changes).
     pub fn open(path: &Path) -> Result<Admin, StorageError> {
         conn::create_parent_dir(path)?;
         let conn = conn::open(path, Role::Admin)?;
         schema::migrate(&conn)?;
+        tracing::debug!(path = %path.display(), "operator connection opened");
         Ok(Admin { conn })
     }
 

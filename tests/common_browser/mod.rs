@@ -16,8 +16,8 @@ pub fn browser(profile: &Path, size: (u32, u32)) -> Browser {
         Path::new(CHROMIUM).exists(),
         "{CHROMIUM} is missing: run tools/test.sh (it installs Debian's chromium)"
     );
-    // As DESIGN.md found: without the background-networking switches chromium
-    // keeps trying to reach outside hosts from this closed network.
+    // Without the background-networking switches chromium keeps trying to
+    // reach outside hosts, which the tests' closed network refuses.
     let args: Vec<&OsStr> = [
         "--disable-gpu",
         "--disable-quic",
