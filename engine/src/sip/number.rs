@@ -126,7 +126,7 @@ mod tests {
             ("9123456789", "+79123456789"),
             ("+79123456789", "+79123456789"),
             // A St Petersburg number keeps its own 8 after the country code
-            // (the `phonenumber` crate's bug, DESIGN.md).
+            // (the `phonenumber` crate drops it: its upstream issue #76).
             ("88121234567", "+78121234567"),
             ("78121234567", "+78121234567"),
             ("8121234567", "+78121234567"),
