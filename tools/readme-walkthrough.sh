@@ -20,10 +20,11 @@
 # README's fixed ports (8443, 8080, 5060, 9000) cannot meet another
 # service's. That namespace has no network, so `cargo fetch` runs first,
 # outside it, and cargo runs offline inside. The copy holds the tree's
-# tracked and untracked-but-not-ignored files (no data/, no target/); cargo
-# builds into CARGO_TARGET_DIR when set, else into the copy's own target/,
-# so a warm directory times the commands and an empty one the first build
-# too. Prints the time to the service's READY line (the build included) and
+# tracked and untracked-but-not-ignored files (no data/, no target/), in
+# one fixed place ($TMPDIR/dialproof-readme-walkthrough, emptied first);
+# cargo builds into CARGO_TARGET_DIR when set, else into the copy's own
+# target/ (removed with the copy), so a warm directory times the commands
+# and an empty one the first build too. Prints the time to the service's READY line (the build included) and
 # the total.
 set -euo pipefail
 
@@ -37,9 +38,12 @@ if [ "${1:-}" != "--inside" ]; then
   cd "$(dirname "$0")/.."
   [ "$(id -u)" = 0 ] || die "needs root (a network namespace of its own)"
   command -v curl >/dev/null || die "needs curl (the README's commands use it)"
-  work="$(mktemp -d "${TMPDIR:-/tmp}/dialproof-walkthrough.XXXXXX")"
+  # One fixed place, emptied first: the copy keeps the files' times and
+  # path, so a warm target directory rebuilds nothing.
+  work="${TMPDIR:-/tmp}/dialproof-readme-walkthrough"
+  rm -rf "$work"
   echo "== copying the tree to $work/repo"
-  mkdir "$work/repo"
+  mkdir -p "$work/repo"
   git ls-files -z --cached --others --exclude-standard |
     xargs -0 tar -cf - --no-recursion 2>/dev/null | tar -xf - -C "$work/repo"
   echo "== cargo fetch (outside the namespace: it has no network)"

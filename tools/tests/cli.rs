@@ -170,3 +170,24 @@ fn every_tool_answers_help() {
         );
     }
 }
+
+/// README "A first verification": `--to "$DIAL"` with a variable that was
+/// never set is refused before anything is sent, not dialled as "".
+#[test]
+fn the_simulator_refuses_an_empty_number() {
+    let (code, text) = run(
+        env!("CARGO_BIN_EXE_dialproof-sim"),
+        &[
+            "call",
+            "--to",
+            "",
+            "--from",
+            "+79161234567",
+            "--target",
+            "127.0.0.1:9",
+        ],
+    );
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("--to"), "{text}");
+    assert!(!text.contains("calling"), "a call was placed:\n{text}");
+}

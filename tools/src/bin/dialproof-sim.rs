@@ -22,6 +22,7 @@
 //! beyond what the two commands print.
 
 use anyhow::{bail, Context, Result};
+use clap::builder::NonEmptyStringValueParser;
 use clap::{Parser, Subcommand};
 use dialproof_engine::sip::digest::verify;
 use dialproof_engine::sip::message::{Message, Method};
@@ -52,12 +53,18 @@ enum Command {
     /// and what the call did. Exits 0 when it completed a verification, 1
     /// when it was rejected without completing one, 2 on no usable answer.
     Call {
-        /// The number to call: a verification's `dial_number`.
-        #[arg(long, value_name = "NUMBER")]
+        /// The number to call: a verification's `dial_number` (an empty
+        /// value, as from a shell variable that was never set, is refused).
+        #[arg(long, value_name = "NUMBER", value_parser = NonEmptyStringValueParser::new())]
         to: String,
         /// The caller's number, in any format a provider sends
         /// (`+79161234567`, `89161234567`, ...).
-        #[arg(long, value_name = "NUMBER", required_unless_present = "withheld")]
+        #[arg(
+            long,
+            value_name = "NUMBER",
+            required_unless_present = "withheld",
+            value_parser = NonEmptyStringValueParser::new()
+        )]
         from: Option<String>,
         /// Dialproof's SIP address (its `[sip] listen`).
         #[arg(long, default_value = "127.0.0.1:5060")]
