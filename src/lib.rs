@@ -56,18 +56,21 @@
 //! parsed and checked by `engine/src/http_head.rs`) and hands it to
 //! `api/mod.rs`, which routes it, authenticates the key (`api/auth.rs`,
 //! `api/key_cache.rs`) and charges its window (`api/rate_limiters.rs`,
-//! deciding in `engine/src/ratelimit.rs`). `api/verifications.rs` validates
-//! the body (`engine/src/validate/`), checks the webhook URL
-//! (`api/webhook_guard.rs`, `engine/src/ssrf.rs`), leases a number
-//! (`shared/leases.rs` over `engine/src/lease/`), has the engine start the
-//! verification (`engine/src/verification_start.rs`: pending, its expiry)
-//! and submits the row to the writer (`storage/src/writer/`), then waits
-//! for the COMMIT before it answers 201. The writer reports the commit
+//! deciding in `engine/src/ratelimit.rs`). `api/create.rs` reads an
+//! `Idempotency-Key` and claims it (`api/idempotent.rs`,
+//! `shared/idempotency.rs` over `engine/src/idempotency/`; a repeated key
+//! is answered there), validates the body (`engine/src/validate/`), checks
+//! the webhook URL (`api/webhook_guard.rs`, `engine/src/ssrf.rs`), leases a
+//! number (`shared/leases.rs` over `engine/src/lease/`), has the engine
+//! start the verification (`engine/src/verification_start.rs`: pending, its
+//! expiry) and commits the row, with the key and the 201 body, through the
+//! writer (`shared/wait.rs` over `storage/src/writer/`) before it answers
+//! 201. The writer reports the commit
 //! (`storage/src/committed.rs`) to the one commit consumer,
 //! `runtime/commits.rs`, which schedules the expiry (`shared/expiries.rs`
 //! over `engine/src/expiry.rs`; the thread that submits due expiries is
-//! `runtime/expiry.rs`) and keeps the newest rows rendered for reads
-//! (`shared/recent.rs`).
+//! `runtime/expiry.rs`), keeps the newest rows rendered for reads
+//! (`shared/recent.rs`) and records a key's answer for its retries.
 //!
 //! # An INVITE, file by file
 //!

@@ -17,7 +17,10 @@
 //! row and its expiry), [`expiry`], [`ratelimit`] (the sliding window and
 //! the temporary block), [`validate`] (the create body, with the Django
 //! REST Framework texts), [`http_head`] (the HTTP request head's parsing
-//! and framing rules), [`ssrf`] (the special-purpose address ranges),
+//! and framing rules) and [`http_chunked`] (a chunked body, decoded within
+//! limits), [`idempotency`] (retry-safe creates: the `Idempotency-Key`
+//! header, the fingerprint, the claims), [`ssrf`] (the special-purpose
+//! address ranges),
 //! [`ids`], [`apikey`] and [`csrf`] (tokens), [`webhook`],
 //! [`webhook_retry`] and [`webhook_schedule`] (payload, signature, retries,
 //! which delivery goes to which receiver next), [`dev_urls`], and [`sip`].
@@ -32,7 +35,9 @@ pub mod apikey;
 pub mod csrf;
 pub mod dev_urls;
 pub mod expiry;
+pub mod http_chunked;
 pub mod http_head;
+pub mod idempotency;
 pub mod ids;
 pub mod lease;
 pub mod pool;

@@ -28,7 +28,8 @@ pub const EMAIL_CHARS_MAX: usize = 254;
 const HASH_WAIT: Duration = Duration::from_secs(10);
 const STORAGE_WAIT: Duration = Duration::from_secs(30);
 
-fn envelope(status: u16, code: &str, message: &str, fields: Option<Value>) -> Response {
+/// A response in the spec's envelope for new behaviour.
+pub(crate) fn envelope(status: u16, code: &str, message: &str, fields: Option<Value>) -> Response {
     let mut error = json!({ "code": code, "message": message });
     if let Some(f) = fields {
         error["fields"] = f;

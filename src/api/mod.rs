@@ -5,6 +5,8 @@
 //! Not for: HTTP framing (`crate::http`) or business decisions (the engine).
 
 mod auth;
+mod create;
+mod idempotent;
 pub mod key_cache;
 pub mod login;
 pub mod rate_limiters;
@@ -49,6 +51,8 @@ pub struct Api {
     /// How far the commit consumer has got (a cancel waits for its own
     /// change's consequences before it answers).
     pub commits: Arc<dialproof_storage::CommitProgress>,
+    /// Idempotency keys of creates (see `crate::shared::idempotency`).
+    pub idempotency: Arc<crate::shared::idempotency::IdempotencyKeys>,
     /// The database file, for the dashboard's operator connections.
     pub db_path: std::path::PathBuf,
 }
@@ -241,7 +245,7 @@ fn endpoint(ctx: &Api, req: &Request, route: Route<'_>) -> Response {
         return Response::detail(403, texts::KEY_REQUIRED);
     };
     match route {
-        Route::Collection => verifications::create(ctx, req, &key, now),
+        Route::Collection => create::create(ctx, req, &key, now),
         Route::Item(id) => verifications::read(ctx, &key, id),
         Route::Cancel(id) => verifications::cancel(ctx, &key, id, now),
         Route::Schema => Response::json(200, crate::openapi::schema_json()),

@@ -53,6 +53,7 @@ struct RowView {
     expires: String,
     caller_id: String,
     reason: String,
+    idempotency_key: String,
 }
 
 #[derive(Template)]
@@ -81,6 +82,7 @@ fn row_view(r: &ListedRow) -> RowView {
         expires: when_opt(r.expires_at),
         caller_id: r.caller_id.clone(),
         reason: r.reason.clone().unwrap_or_default(),
+        idempotency_key: r.idempotency_key.clone().unwrap_or_default(),
     }
 }
 

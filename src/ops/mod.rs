@@ -43,6 +43,8 @@ pub struct Ops {
     pub readiness: Arc<Readiness>,
     pub clock: Clock,
     pub stop: Arc<AtomicBool>,
+    /// Creates' idempotency keys (what memory holds, for the metrics).
+    pub idempotency: Arc<crate::shared::idempotency::IdempotencyKeys>,
 }
 
 impl Ops {

@@ -17,6 +17,7 @@ use crate::shared::clock::Clock;
 use crate::shared::config::LiveConfig;
 use crate::shared::expiries::Expiries;
 use crate::shared::health::Readiness;
+use crate::shared::idempotency::IdempotencyKeys;
 use crate::shared::leases::Leases;
 use crate::shared::metrics::Metrics;
 use crate::shared::offload::Offload;
@@ -54,6 +55,9 @@ pub struct App {
     pub recent: Arc<RecentRows>,
     /// How far the commit consumer has got.
     pub commits: Arc<CommitProgress>,
+    /// Creates' idempotency keys (recorded by the commit consumer, expired
+    /// and purged by the control loop).
+    pub idempotency: Arc<IdempotencyKeys>,
 }
 
 impl App {
@@ -79,6 +83,7 @@ impl App {
             metrics: self.metrics.clone(),
             recent: self.recent.clone(),
             commits: self.commits.clone(),
+            idempotency: self.idempotency.clone(),
             db_path: self.config.read().database_path(),
         }
     }
@@ -121,6 +126,7 @@ impl App {
             readiness: self.readiness.clone(),
             clock: self.clock.clone(),
             stop: self.stop.clone(),
+            idempotency: self.idempotency.clone(),
         }
     }
 }

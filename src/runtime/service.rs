@@ -21,6 +21,7 @@ use crate::runtime::promotion::{promote, Held};
 use crate::runtime::recovery::recover;
 use crate::shared::clock::Clock;
 use crate::shared::config::{Config, ReplicationMode};
+use crate::shared::idempotency::IdempotencyKeys;
 use crate::shared::leases::{build_table, Leases};
 use crate::shared::resolve::{self, Resolver};
 use crate::sip::SipHandle;
@@ -254,6 +255,7 @@ fn build_app(
         readiness: Default::default(),
         recent: Default::default(),
         commits,
+        idempotency: IdempotencyKeys::new(config.api.idempotency_key_hours()),
     });
     Ok((app, webhook_wakes, numbers_total))
 }

@@ -1,7 +1,8 @@
 //! The handles the runtime builds at start-up and hands to the parts that
 //! use them: the clock, the configuration, the lease table, the expiry
-//! schedule, the metrics, the resolver, the thread pool for blocking work
-//! and the recently created verifications' rows. Each part (`crate::api`,
+//! schedule, the metrics, the resolver, the thread pool for blocking work,
+//! the recently created verifications' rows and the creates' idempotency
+//! keys. Each part (`crate::api`,
 //! `crate::sip`, `crate::webhooks`, `crate::ops`) receives only the ones it
 //! names in its own context type.
 //!
@@ -13,6 +14,7 @@ pub mod clock;
 pub mod config;
 pub mod expiries;
 pub mod health;
+pub mod idempotency;
 pub mod leases;
 pub mod metrics;
 pub mod offload;

@@ -144,6 +144,22 @@ impl Admin {
             .query_row(params![company_id], |r| r.get(0))?)
     }
 
+    /// Idempotency keys of `company_id` that more than one verification
+    /// was created with, with their counts (the crash harness checks there
+    /// are none: one key, at most one verification).
+    pub fn keys_with_several_verifications(
+        &self,
+        company_id: CompanyId,
+    ) -> Result<Vec<(String, i64)>, StorageError> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT idempotency_key, count(*) FROM verifications \
+             WHERE company_id = ?1 AND idempotency_key IS NOT NULL \
+             GROUP BY idempotency_key HAVING count(*) > 1",
+        )?;
+        let rows = stmt.query_map(params![company_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
     /// One company by id.
     pub fn company(&self, id: CompanyId) -> Result<Option<CompanyRow>, StorageError> {
         companies::company(&self.conn, id)

@@ -14,7 +14,7 @@
 //! Files, in the order a write travels: `store` (handle, queues, shutdown),
 //! `ops` (what is queued, and the reply type), `writer` (the group-commit
 //! thread; its `batch`, `op`, `replies`, `transition` and `inserts`),
-//! `committed` (the events after COMMIT), `checkpoint` (WAL policy),
+//! `idempotency` (a create's key, stored with its row), `committed` (the events after COMMIT), `checkpoint` (WAL policy),
 //! `stats` (counters); then `reader` (queries and reader threads), `admin`
 //! (the operator's changes), `companies` (the queries both share), `meta`
 //! (the change counter), `replica` (the heartbeat and what a promoted
@@ -52,6 +52,7 @@ mod dashboard_ops;
 mod deliveries;
 mod error;
 mod failpoints;
+mod idempotency;
 mod meta;
 mod ops;
 mod reader;
@@ -76,6 +77,7 @@ pub use deliveries::{
 };
 pub use error::StorageError;
 pub use failpoints::{FailPoints, FAIL_POINT_NAMES};
+pub use idempotency::{Inserted, KeyedCreate, StoredKey, PURGE_BATCH_MAX};
 pub use ops::{Reply, WriteOp};
 pub use reader::{PendingLease, Reader, Undelivered, DUE_DELIVERIES_LIMIT_MAX};
 pub use rejections::{RejectionRow, REJECTIONS_LISTED_MAX};

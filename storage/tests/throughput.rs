@@ -28,6 +28,7 @@ fn run(db: &Db, store: &dialproof_storage::Store, make: fn(&Db, usize) -> WriteO
                         WriteOp::InsertVerification { row, .. } => {
                             let tx = tx.clone();
                             WriteOp::InsertVerification {
+                                keyed: None,
                                 row,
                                 reply: Box::new(move |r| {
                                     r.expect("insert");
@@ -74,6 +75,7 @@ fn group_commit_throughput() {
     let db = db();
     let store = db.store();
     let inserts = run(&db, &store, |db, n| WriteOp::InsertVerification {
+        keyed: None,
         row: db.row(n),
         reply: Box::new(|_| {}),
     });

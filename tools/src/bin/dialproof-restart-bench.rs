@@ -388,6 +388,7 @@ fn seed(db: &Path, args: &Args, company_id: i64, key_id: i64, now: UnixMillis) -
         loop {
             let tx = tx.clone();
             let op = WriteOp::InsertVerification {
+                keyed: None,
                 row: row.clone(),
                 reply: Box::new(move |r| {
                     let _ = tx.send(r);
@@ -456,5 +457,6 @@ fn seeded_row(n: u64, args: &Args, now: UnixMillis) -> VerificationRow {
         caller_id: String::new(),
         lease_generation: 1,
         failure_reason: None,
+        idempotency_key: None,
     }
 }

@@ -20,11 +20,13 @@ const RESPONSE_BYTES_MAX: usize = 256 * 1024;
 
 type Tls = rustls::StreamOwned<rustls::ClientConnection, TcpStream>;
 
-/// One answer: status and body.
+/// One answer: status, body, and whether it replayed a key's create.
 #[derive(Debug, Clone)]
 pub struct Reply {
     pub status: u16,
     pub body: Vec<u8>,
+    /// `Idempotent-Replayed: true`.
+    pub replayed: bool,
 }
 
 impl Reply {
@@ -71,19 +73,37 @@ impl Client {
         self.request("POST", "/api/v1/verifications/", Some(&bytes))
     }
 
-    /// One request on the kept connection (opened if needed); any error
-    /// drops the connection so the next request starts afresh.
-    pub fn request(&mut self, method: &str, path: &str, body: Option<&[u8]>) -> io::Result<Reply> {
-        let result = self.try_request(method, path, body);
+    /// A create with `Idempotency-Key: key`.
+    pub fn create_keyed(&mut self, body: &serde_json::Value, key: &str) -> io::Result<Reply> {
+        let bytes = body.to_string().into_bytes();
+        let extra = format!("Idempotency-Key: {key}\r\n");
+        let result = self.try_request("POST", "/api/v1/verifications/", Some(&bytes), &extra);
         if result.is_err() {
             self.conn = None;
         }
         result
     }
 
-    fn try_request(&mut self, method: &str, path: &str, body: Option<&[u8]>) -> io::Result<Reply> {
+    /// One request on the kept connection (opened if needed); any error
+    /// drops the connection so the next request starts afresh.
+    pub fn request(&mut self, method: &str, path: &str, body: Option<&[u8]>) -> io::Result<Reply> {
+        let result = self.try_request(method, path, body, "");
+        if result.is_err() {
+            self.conn = None;
+        }
+        result
+    }
+
+    fn try_request(
+        &mut self,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+        extra_headers: &str,
+    ) -> io::Result<Reply> {
         let mut head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {}\r\n",
+            "{method} {path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {}\r\n\
+             {extra_headers}",
             self.token
         );
         if let Some(b) = body {
@@ -163,6 +183,9 @@ fn read_reply(conn: &mut Tls) -> io::Result<Reply> {
     if length > RESPONSE_BYTES_MAX {
         return Err(bad("response body too large"));
     }
+    let replayed = parsed.headers.iter().any(|h| {
+        h.name.eq_ignore_ascii_case("idempotent-replayed") && h.value.eq_ignore_ascii_case(b"true")
+    });
     let mut body = buf.split_off(head_len);
     while body.len() < length {
         match conn.read(&mut chunk)? {
@@ -171,5 +194,9 @@ fn read_reply(conn: &mut Tls) -> io::Result<Reply> {
         }
     }
     body.truncate(length);
-    Ok(Reply { status, body })
+    Ok(Reply {
+        status,
+        body,
+        replayed,
+    })
 }

@@ -60,6 +60,9 @@ pub struct Response {
     pub close: bool,
     /// The body, when the request asked for it to be kept.
     pub body: Vec<u8>,
+    /// `Idempotent-Replayed: true`: a create answered with a key's stored
+    /// 201.
+    pub replayed: bool,
 }
 
 /// What an event brought.
@@ -269,6 +272,7 @@ pub fn parse_response(buf: &[u8], keep_body: bool) -> Result<Option<(Response, u
     let status = parsed.code.ok_or(Malformed)?;
     let mut length = None;
     let mut close = parsed.version == Some(0);
+    let mut replayed = false;
     for h in parsed.headers.iter() {
         if h.name.eq_ignore_ascii_case("content-length") {
             let v = std::str::from_utf8(h.value).map_err(|_| Malformed)?;
@@ -281,6 +285,8 @@ pub fn parse_response(buf: &[u8], keep_body: bool) -> Result<Option<(Response, u
             return Err(Malformed);
         } else if h.name.eq_ignore_ascii_case("connection") {
             close |= h.value.eq_ignore_ascii_case(b"close");
+        } else if h.name.eq_ignore_ascii_case("idempotent-replayed") {
+            replayed = h.value.eq_ignore_ascii_case(b"true");
         }
     }
     let length = match length {
@@ -305,6 +311,7 @@ pub fn parse_response(buf: &[u8], keep_body: bool) -> Result<Option<(Response, u
             status,
             close,
             body,
+            replayed,
         },
         head_len + length,
     )))
