@@ -7,7 +7,7 @@
 //!   threads each submit an insert and wait for its commit, so the figure is
 //!   the committed-creates-per-second ceiling of the SQLite path.
 //!
-//! Run: `cargo bench --bench create_path`. Figures go in the README.
+//! Run: `cargo bench --bench create_path`. Figures go in benches/README.md.
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use dialproof_engine::ids::VerificationId;

@@ -1,7 +1,7 @@
 //! The crash harness in CI: `dialproof-crash-loop` with 20 SIGKILLs of the
 //! real binary under mixed load (creates, reads, cancels, SIP calls,
 //! webhooks to the bundled receiver), which must survive every kill with no
-//! invariant violation (README, "Reliability"; the full run is 200 kills).
+//! invariant violation (tests/README.md, "Reliability"; the full run is 200 kills).
 //!
 //! The tool is a binary of the `dialproof-tools` package next to the
 //! service's binary: `cargo test --workspace` (and `tools/test.sh`) build

@@ -1,4 +1,4 @@
-//! HTTP behaviour the README promises ("Behaviour worth knowing", HTTP
+//! HTTP behaviour the README promises ("The API", HTTP
 //! limits; "Configuration", `[server]`): 408 for a request that does not
 //! arrive within 10 s, the idle keep-alive timeout
 //! (`[server] idle_timeout_seconds`), and `public_https_port` in redirects.

@@ -61,7 +61,7 @@ pub enum Command {
     /// API keys.
     #[command(subcommand)]
     Key(KeyCmd),
-    /// Dashboard users (they log in at /api/dashboard/auth/login).
+    /// Dashboard users (they sign in at /dashboard/login/).
     #[command(subcommand)]
     User(UserCmd),
     /// Dial numbers: listing and dedication to one company.

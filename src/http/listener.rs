@@ -24,7 +24,7 @@ use std::time::Duration;
 pub const CONNECTIONS_MAX: usize = 10_000;
 /// Connections per listener at all; beyond it new ones are closed at once
 /// rather than queued, so a flood cannot exhaust memory (about 30 KiB each
-/// when idle, README "Reliability").
+/// when idle, tests/README.md "Reliability").
 pub const CONNECTIONS_HARD_MAX: usize = CONNECTIONS_MAX + CONNECTIONS_MAX / 5;
 /// Time allowed for the TLS handshake.
 pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);

@@ -352,7 +352,7 @@ impl Admin {
     }
 
     /// Replaces the company's development webhook URLs (plain `http`
-    /// allowed). Blank entries are dropped; see [`check_dev_urls`] for what
+    /// allowed). Blank entries are dropped; see `check_dev_urls` for what
     /// is `Invalid`.
     pub fn set_dev_webhook_urls(
         &self,

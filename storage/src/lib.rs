@@ -25,6 +25,18 @@
 //! (migrations), `conn` (connection settings), `failpoints` (crash and
 //! error injection), `error`.
 //!
+//! Replication: under Litestream (`Replication::Litestream`, the
+//! configuration's `replication = "litestream"`) the writer leaves the
+//! WAL's reset to Litestream (see `checkpoint`) and commits a heartbeat
+//! every second (`meta.heartbeat_at`), so a replica knows how recent it is
+//! without traffic; `replica` reads what a promoted standby needs from a
+//! restored file. `tests/replication.rs` checks that in this mode the WAL
+//! header never changes and the file never shrinks while 20 MiB go through
+//! it under a Litestream-like reader, and that without it shutdown
+//! truncates the WAL. The bundled SQLite (3.54.1, rusqlite 0.43) is recent
+//! enough for two processes that write and checkpoint one WAL database
+//! (3.51.3 or later).
+//!
 //! Not for: HTTP (storage knows rows, not status codes), clocks (every time
 //! is passed in as `now`/`at`), decisions (the engine's state machine
 //! decides; the writer persists its decision atomically with the outbox),

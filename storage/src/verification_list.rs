@@ -237,12 +237,12 @@ pub(crate) fn totals(
 }
 
 impl Reader {
-    /// One page of the dashboard's verification list (see [`list`]).
+    /// One page of the dashboard's verification list (see the module's `list`).
     pub fn verification_list(&self, filter: &ListFilter) -> Result<ListPage, StorageError> {
         list(self.conn(), filter)
     }
 
-    /// The period's totals and buckets (see [`totals`]).
+    /// The period's totals and buckets (see the module's `totals`).
     pub fn verification_totals(
         &self,
         company_id: CompanyId,
