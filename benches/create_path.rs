@@ -7,7 +7,7 @@
 //!   threads each submit an insert and wait for its commit, so the figure is
 //!   the committed-creates-per-second ceiling of the SQLite path.
 //!
-//! Run: `cargo bench --bench create_path`. Figures go in the README.
+//! Run: `cargo bench --bench create_path`. Figures go in benches/README.md.
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use dialproof_engine::ids::VerificationId;
@@ -53,7 +53,7 @@ fn row(i: u64, company_id: i64, api_key_id: i64) -> VerificationRow {
         company_id,
         api_key_id,
         phone: "+79123456789".into(),
-        dial_number: format!("+7495{:07}", i % 10_000),
+        dial_number: format!("+7495{:07}", i % 10_000_000),
         pool: Pool::Domestic,
         client_ref: "order-42".into(),
         info: "tariff basic".into(),
@@ -66,6 +66,7 @@ fn row(i: u64, company_id: i64, api_key_id: i64) -> VerificationRow {
         caller_id: String::new(),
         lease_generation: 1,
         failure_reason: None,
+        idempotency_key: None,
     }
 }
 
@@ -138,6 +139,7 @@ fn bench_commit(c: &mut Criterion) {
                                     let (tx, rx) = std::sync::mpsc::channel();
                                     store
                                         .submit(WriteOp::InsertVerification {
+                                            keyed: None,
                                             row: row(i, company_id, api_key_id),
                                             reply: Box::new(move |r| {
                                                 let _ = tx.send(r);

@@ -11,8 +11,8 @@
 //! flags in `Vec<bool>`, a generation per slot, the same next-fit cursor, all
 //! under one `parking_lot::Mutex`.
 //!
-//! Run: `cargo bench --bench lease_table` (about 30 s). Figures go in the
-//! README. On a loaded or 2-core machine the two-thread case is noisy.
+//! Run: `cargo bench --bench lease_table` (about 30 s). Figures go in
+//! benches/README.md. On a loaded or 2-core machine the two-thread case is noisy.
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use dialproof_engine::lease::{Lease, LeaseTable, LineSpec, NumberSpec, Slot};

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The project's test command (README, "Run the tests"; .ci/run calls it).
+# The project's test command (README, "Two commands"; .ci/run calls it).
 #
 # 1. installs the system packages the tests drive, if missing;
-# 2. checks formatting and lints;
+# 2. checks formatting, the paths the READMEs name, and lints;
 # 3. builds every target once, then runs all tests in parallel with nextest
 #    (installed from crates.io if missing), each in a process of its own, in
 #    a network namespace with only loopback;
@@ -60,6 +60,9 @@ export DIALPROOF_PYENV
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
+
+echo "== paths the READMEs name"
+bash tools/check-doc-paths.sh
 
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --quiet -- -D warnings

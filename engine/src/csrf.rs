@@ -7,7 +7,7 @@
 //! matches, and a page of another site can neither read the cookie nor
 //! compute the token. The login form, which has no session yet, uses a
 //! random value held in a short-lived cookie and repeated in the form
-//! (double submit); [`matches`] compares either kind.
+//! (double submit); [`matches()`] compares either kind.
 //!
 //! Not for: reading cookies or form fields (the binary does that).
 

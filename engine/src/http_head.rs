@@ -1,9 +1,9 @@
 //! The HTTP/1.1 request head, parsed and checked without IO: where a head
 //! ends, whether the bytes so far can start a request at all, the request
 //! line and header fields (bounded by [`HeadLimits`]), and HTTP/1.1's
-//! message rules for framing (RFC 9112/9110: exactly one `Host`, no
-//! `Transfer-Encoding`, one numeric `Content-Length` within the limit,
-//! `Expect`, `Connection`). Each refusal is the status and text to answer.
+//! message rules for framing (RFC 9112/9110: exactly one `Host`, either
+//! one numeric `Content-Length` within the limit or `Transfer-Encoding:
+//! chunked` alone, `Expect`, `Connection`). Each refusal is the status and text to answer.
 //! The binary's connection loop (`src/http/conn.rs`) does the reading and
 //! the timing; the fuzz target `http_request` and
 //! `tests/it/edges.rs` drive [`exercise`].
@@ -101,9 +101,18 @@ pub fn parse_head(raw: &[u8], limits: &HeadLimits) -> Result<Head, Reject> {
     })
 }
 
+/// How the request's body is delimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Body {
+    /// `Content-Length` bytes (0 without the header).
+    Length(usize),
+    /// `Transfer-Encoding: chunked` (see [`crate::http_chunked`]).
+    Chunked,
+}
+
 /// What the head says about the message's framing and the connection.
 pub struct Framing {
-    pub body_len: usize,
+    pub body: Body,
     pub keep_alive: bool,
     /// `Expect: 100-continue` on HTTP/1.1.
     pub expect_continue: bool,
@@ -125,22 +134,12 @@ pub fn framing(
     if version == 1 && all("host").count() != 1 {
         return Err(Reject::new(400, "Missing or repeated Host header."));
     }
-    if all("transfer-encoding").next().is_some() {
-        // Chunked uploads are not needed by any client of this API; refusing
-        // them keeps request smuggling out by construction.
-        return Err(Reject::new(411, "Length required."));
-    }
-    let body_len = {
-        let mut lengths = all("content-length");
-        match (lengths.next(), lengths.next()) {
-            (None, _) => 0,
-            (Some(v), None) => {
-                parse_content_length(v).ok_or(Reject::new(400, "Invalid Content-Length."))?
-            }
-            (Some(_), Some(_)) => return Err(Reject::new(400, "Repeated Content-Length.")),
-        }
-    };
-    if body_len > limits.body_bytes_max {
+    let body = body_framing(
+        &all("transfer-encoding").collect::<Vec<_>>(),
+        &mut all("content-length"),
+        version,
+    )?;
+    if matches!(body, Body::Length(n) if n > limits.body_bytes_max) {
         return Err(Reject::new(413, "Request body too large."));
     }
     // RFC 9110 10.1.1: 100-continue is the only expectation defined; any
@@ -162,10 +161,47 @@ pub fn framing(
         !has("close")
     };
     Ok(Framing {
-        body_len,
+        body,
         keep_alive,
         expect_continue,
     })
+}
+
+/// The body's framing from its `Transfer-Encoding` and `Content-Length`
+/// fields. Only the plain chunked coding is read; both fields together,
+/// any other coding (or `chunked` twice, or not last), and a transfer
+/// coding on HTTP/1.0 are refused, so no message two parsers could split
+/// differently (request smuggling) gets past this point (RFC 9112 6.1,
+/// 6.3). Each refusal closes the connection.
+fn body_framing<'a>(
+    codings: &[&str],
+    lengths: &mut impl Iterator<Item = &'a str>,
+    version: u8,
+) -> Result<Body, Reject> {
+    let length = match (lengths.next(), lengths.next()) {
+        (None, _) => None,
+        (Some(v), None) => {
+            Some(parse_content_length(v).ok_or(Reject::new(400, "Invalid Content-Length."))?)
+        }
+        (Some(_), Some(_)) => return Err(Reject::new(400, "Repeated Content-Length.")),
+    };
+    if codings.is_empty() {
+        return Ok(Body::Length(length.unwrap_or(0)));
+    }
+    if length.is_some() {
+        return Err(Reject::new(
+            400,
+            "Both Transfer-Encoding and Content-Length.",
+        ));
+    }
+    if version == 0 {
+        return Err(Reject::new(400, "Transfer-Encoding in HTTP/1.0."));
+    }
+    let mut listed = codings.iter().flat_map(|v| v.split(',')).map(str::trim);
+    match (listed.next(), listed.next()) {
+        (Some(c), None) if c.eq_ignore_ascii_case("chunked") => Ok(Body::Chunked),
+        _ => Err(Reject::new(501, "Transfer coding not implemented.")),
+    }
 }
 
 /// Strictly digits (httparse leaves the value raw; `+5` or `5 5` are refused).
@@ -197,4 +233,6 @@ pub fn exercise(data: &[u8]) {
     if let Ok(text) = std::str::from_utf8(data) {
         let _ = parse_content_length(text);
     }
+    // The bytes after a head, or the whole input, as a chunked body.
+    crate::http_chunked::exercise(find_head_end(data).map_or(data, |end| &data[end..]));
 }

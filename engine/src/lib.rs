@@ -11,6 +11,22 @@
 //! ([`time::UnixMillis`]) and randomness as bytes, so tests can run a day of
 //! TTLs in a millisecond and replay a seeded run exactly.
 //!
+//! Where each rule lives: [`lease`] (the lock-free table of numbers, its
+//! cyclic cursors per sub-pool and the holds of [`promotion`]),
+//! [`verification`] (the state machine) and [`verification_start`] (a new
+//! row and its expiry), [`expiry`], [`ratelimit`] (the sliding window and
+//! the temporary block), [`validate`] (the create body, with the Django
+//! REST Framework texts), [`http_head`] (the HTTP request head's parsing
+//! and framing rules) and [`http_chunked`] (a chunked body, decoded within
+//! limits), [`idempotency`] (retry-safe creates: the `Idempotency-Key`
+//! header, the fingerprint, the claims), [`ssrf`] (the special-purpose
+//! address ranges),
+//! [`ids`], [`apikey`] and [`csrf`] (tokens), [`webhook`],
+//! [`webhook_retry`] and [`webhook_schedule`] (payload, signature, retries,
+//! which delivery goes to which receiver next), [`dev_urls`], and [`sip`].
+//! The cargo-fuzz targets of the SIP edge, the HTTP head and the create body
+//! are in `engine/fuzz/` (a workspace of its own; see its README).
+//!
 //! What this crate is not for: persistence (see `dialproof-storage`), and any
 //! network or thread handling (the `dialproof` binary is the only IO layer).
 #![forbid(unsafe_code)]
@@ -19,7 +35,9 @@ pub mod apikey;
 pub mod csrf;
 pub mod dev_urls;
 pub mod expiry;
+pub mod http_chunked;
 pub mod http_head;
+pub mod idempotency;
 pub mod ids;
 pub mod lease;
 pub mod pool;

@@ -1,11 +1,19 @@
-//! Bearer-key authentication against the in-memory key cache.
+//! Who is calling: bearer-key authentication against the in-memory key
+//! cache, and the dashboard session a request may carry instead.
+//!
+//! Not for: what a caller may do (`super`), or what a session is
+//! (`crate::accounts::sessions`).
 
 use super::texts;
 use super::Api;
+use crate::accounts::sessions;
 use crate::http::{Request, Response};
 use dialproof_engine::apikey::{parse_token, verify_secret};
 use dialproof_engine::time::UnixMillis;
-use dialproof_storage::KeyRow;
+use dialproof_storage::{KeyRow, SessionUser};
+use std::time::Duration;
+
+const SESSION_LOOKUP_WAIT: Duration = Duration::from_secs(10);
 
 fn unauthorized(text: &str) -> Response {
     Response::detail(401, text).with_header("WWW-Authenticate", "Bearer")
@@ -44,4 +52,17 @@ pub fn authenticate(ctx: &Api, req: &Request, now: UnixMillis) -> Result<KeyRow,
         return Err(unauthorized(texts::INVALID_KEY));
     }
     Ok(key)
+}
+
+/// The user of the request's live dashboard session, if it has one (a
+/// failed lookup is logged and counts as none).
+pub fn session_user(ctx: &Api, req: &Request, now: UnixMillis) -> Option<SessionUser> {
+    let hash = sessions::token_hash(sessions::token_from(req)?);
+    match sessions::user(&ctx.store, hash, now, SESSION_LOOKUP_WAIT) {
+        Ok(user) => user,
+        Err(error) => {
+            tracing::warn!(%error, "session lookup failed");
+            None
+        }
+    }
 }

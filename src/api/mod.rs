@@ -1,14 +1,16 @@
-//! The public API: routing, then for each endpoint the spec's order of
-//! checks: authentication, permission, throttling, method, then parsing and
+//! The public API: for each endpoint the spec's order of checks:
+//! authentication, permission, throttling, method, then parsing and
 //! validation (so an unauthenticated PUT gets 401, and a 405 uses quota).
+//! It also says who may read the schema, which the explorer shares.
 //!
-//! Not for: HTTP framing (`crate::http`) or business decisions (the engine).
+//! Not for: which part a path belongs to (`crate::site`), HTTP framing
+//! (`crate::http`), account rules (`crate::accounts`) or business decisions
+//! (the engine).
 
 mod auth;
-pub mod key_cache;
-pub mod login;
-pub mod rate_limiters;
-pub mod sessions;
+mod create;
+pub mod envelope;
+mod idempotent;
 pub mod texts;
 mod verifications;
 
@@ -17,30 +19,27 @@ pub(crate) mod webhook_guard;
 
 use crate::http::{Request, Response};
 use crate::shared::clock::Clock;
+use crate::shared::key_cache::KeyCache;
 use crate::shared::leases::Leases;
 use crate::shared::metrics::Metrics;
-use crate::shared::offload::Offload;
+use crate::shared::rate_limiters::RateLimiters;
 use crate::shared::recent::RecentRows;
 use crate::shared::resolve::Resolver;
 use dialproof_engine::ratelimit::{throttled_detail, Decision};
 use dialproof_engine::time::UnixMillis;
 use dialproof_storage::Store;
-use key_cache::KeyCache;
-use rate_limiters::RateLimiters;
 use std::sync::Arc;
 
 /// What the public API's handlers may touch, handed over at start-up: the
 /// store, the lease table, the keys and their windows, the resolver for the
-/// SSRF guard, the hashing threads, the clock and the counters. Nothing of
-/// SIP, the webhook pipeline or the configuration.
+/// SSRF guard, the clock and the counters. Nothing of SIP, the webhook
+/// pipeline or the configuration.
 pub struct Api {
     pub store: Store,
     pub leases: Arc<Leases>,
     pub keys: Arc<KeyCache>,
     pub limiters: Arc<RateLimiters>,
     pub resolver: Resolver,
-    /// Threads for CPU-heavy work (password hashing).
-    pub offload: Offload,
     pub clock: Clock,
     pub metrics: Arc<Metrics>,
     /// Recently created verifications' rendered rows (`read` looks here
@@ -49,8 +48,8 @@ pub struct Api {
     /// How far the commit consumer has got (a cancel waits for its own
     /// change's consequences before it answers).
     pub commits: Arc<dialproof_storage::CommitProgress>,
-    /// The database file, for the dashboard's operator connections.
-    pub db_path: std::path::PathBuf,
+    /// Idempotency keys of creates (see `crate::shared::idempotency`).
+    pub idempotency: Arc<crate::shared::idempotency::IdempotencyKeys>,
 }
 
 impl Api {
@@ -60,62 +59,20 @@ impl Api {
     }
 }
 
-/// The resource a path names.
+/// The resource an API path names.
 #[derive(Debug, PartialEq, Eq)]
-enum Route<'a> {
+pub enum Route<'a> {
     Schema,
     Collection,
     Item(&'a str),
     Cancel(&'a str),
 }
 
-/// What routing found for a path.
-#[derive(Debug, PartialEq, Eq)]
-enum Routed<'a> {
-    Api(Route<'a>),
-    /// Dashboard login (internal).
-    Login,
-    /// The explorer page or one of its files (for a key or a session).
-    Docs(&'a str),
-    /// A dashboard page or form (`crate::dashboard`).
-    Dashboard,
-    /// The path names a resource but lacks its trailing slash.
-    AddSlash,
-    NotFound,
-}
-
 const COLLECTION: &str = "/api/v1/verifications/";
 const SCHEMA: &str = "/api/schema/";
-const DOCS: &str = "/api/docs/";
-const LOGIN: &str = "/api/dashboard/auth/login";
 
-fn route(path: &str) -> Routed<'_> {
-    let with_slash = |p: &str| -> bool {
-        let mut s = String::with_capacity(p.len() + 1);
-        s.push_str(p);
-        s.push('/');
-        route_exact(&s).is_some()
-    };
-    if let Some(file) = path.strip_prefix(DOCS) {
-        return Routed::Docs(file);
-    }
-    if crate::dashboard::owns(path) {
-        return Routed::Dashboard;
-    }
-    // The spec names this path without a slash; both spellings are served
-    // (a redirect would lose a POST body in most clients).
-    if path == LOGIN || path.strip_suffix('/') == Some(LOGIN) {
-        return Routed::Login;
-    }
-    match route_exact(path) {
-        Some(r) => Routed::Api(r),
-        None if path == "/api/docs" => Routed::AddSlash,
-        None if !path.ends_with('/') && with_slash(path) => Routed::AddSlash,
-        None => Routed::NotFound,
-    }
-}
-
-fn route_exact(path: &str) -> Option<Route<'_>> {
+/// The API resource `path` names exactly (trailing slash included), if any.
+pub fn route(path: &str) -> Option<Route<'_>> {
     if path == SCHEMA {
         return Some(Route::Schema);
     }
@@ -131,73 +88,17 @@ fn route_exact(path: &str) -> Option<Route<'_>> {
     segment_ok(id).then_some(Route::Cancel(id))
 }
 
-/// Entry point for every HTTPS request: routes it and times it per route.
-pub fn handle(ctx: &Api, req: &Request) -> Response {
-    Metrics::inc(&ctx.metrics.http_requests);
-    let started = std::time::Instant::now();
-    let routed = route(&req.path);
-    let timed = route_index(&routed);
-    let response = dispatch(ctx, req, routed);
-    ctx.metrics.latency[timed].observe(started.elapsed());
-    response
-}
-
-/// The index in `Metrics::latency` (see `metrics::ROUTES`).
-fn route_index(routed: &Routed<'_>) -> usize {
-    match routed {
-        Routed::Api(Route::Collection) => 0,
-        Routed::Api(Route::Item(_)) => 1,
-        Routed::Api(Route::Cancel(_)) => 2,
-        Routed::Api(Route::Schema) => 3,
-        Routed::Login => 4,
-        Routed::Docs(_) => 5,
-        Routed::Dashboard | Routed::AddSlash | Routed::NotFound => 6,
-    }
-}
-
-fn dispatch(ctx: &Api, req: &Request, routed: Routed<'_>) -> Response {
-    match routed {
-        Routed::Api(r) => endpoint(ctx, req, r),
-        Routed::AddSlash => {
-            let mut location = format!("{}/", req.path);
-            if let Some(q) = &req.query {
-                location.push('?');
-                location.push_str(q);
-            }
-            Response::json(301, "{}").with_header("Location", location)
-        }
-        Routed::Login => login::login(ctx, req),
-        Routed::Dashboard => {
-            // The dashboard takes only the handles it uses.
-            let dashboard = crate::dashboard::Ctx {
-                store: &ctx.store,
-                keys: &ctx.keys,
-                limiters: &ctx.limiters,
-                clock: &ctx.clock,
-                offload: &ctx.offload,
-                db_path: ctx.db_path.clone(),
-            };
-            crate::dashboard::handle(&dashboard, req)
-        }
-        Routed::Docs(file) => match docs_caller(ctx, req) {
-            Ok(()) => crate::openapi::docs::serve(file)
-                .unwrap_or_else(|| Response::detail(404, texts::NOT_FOUND)),
-            Err(resp) => resp,
-        },
-        Routed::NotFound => Response::detail(404, texts::NOT_FOUND),
-    }
-}
-
-/// The explorer has the schema's protection: an API key, or (since a
-/// browser cannot send a bearer header when it opens a page) a live
-/// dashboard session with no Authorization header; else the DRF 401.
-fn docs_caller(ctx: &Api, req: &Request) -> Result<(), Response> {
+/// Whether the request may read the schema, which the explorer shares: an
+/// API key, or (since a browser cannot send a bearer header when it opens
+/// a page) a live dashboard session with no Authorization header; else the
+/// DRF 401.
+pub fn may_read_schema(ctx: &Api, req: &Request) -> Result<(), Response> {
     let now = ctx.now();
     match auth::authenticate(ctx, req, now) {
         Ok(_) => Ok(()),
         Err(_)
             if req.header("authorization").is_none()
-                && sessions::session_user(ctx, req, now).is_some() =>
+                && auth::session_user(ctx, req, now).is_some() =>
         {
             Ok(())
         }
@@ -215,7 +116,8 @@ enum Caller {
     Session(dialproof_storage::SessionUser),
 }
 
-fn endpoint(ctx: &Api, req: &Request, route: Route<'_>) -> Response {
+/// Answers a request for an API resource ([`route`] found it).
+pub fn handle(ctx: &Api, req: &Request, route: Route<'_>) -> Response {
     let now = ctx.now();
     let caller = match caller(ctx, req, now) {
         Ok(caller) => caller,
@@ -241,7 +143,7 @@ fn endpoint(ctx: &Api, req: &Request, route: Route<'_>) -> Response {
         return Response::detail(403, texts::KEY_REQUIRED);
     };
     match route {
-        Route::Collection => verifications::create(ctx, req, &key, now),
+        Route::Collection => create::create(ctx, req, &key, now),
         Route::Item(id) => verifications::read(ctx, &key, id),
         Route::Cancel(id) => verifications::cancel(ctx, &key, id, now),
         Route::Schema => Response::json(200, crate::openapi::schema_json()),
@@ -257,7 +159,7 @@ fn caller(ctx: &Api, req: &Request, now: UnixMillis) -> Result<Caller, Response>
         Err(resp) => match req
             .header("authorization")
             .is_none()
-            .then(|| sessions::session_user(ctx, req, now))
+            .then(|| auth::session_user(ctx, req, now))
             .flatten()
         {
             Some(user) => Ok(Caller::Session(user)),
@@ -313,43 +215,4 @@ fn admitted(
         }
     }
     Ok(key)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn routes_and_slash_redirects() {
-        assert_eq!(
-            route("/api/v1/verifications/"),
-            Routed::Api(Route::Collection)
-        );
-        assert_eq!(
-            route("/api/v1/verifications/abc/"),
-            Routed::Api(Route::Item("abc"))
-        );
-        assert_eq!(
-            route("/api/v1/verifications/abc/cancel/"),
-            Routed::Api(Route::Cancel("abc"))
-        );
-        assert_eq!(route("/api/v1/verifications"), Routed::AddSlash);
-        assert_eq!(route("/api/v1/verifications/abc"), Routed::AddSlash);
-        assert_eq!(route("/api/v1/verifications/abc/cancel"), Routed::AddSlash);
-        assert_eq!(route("/api/v1/verifications//"), Routed::NotFound);
-        assert_eq!(route("/api/v1/verifications/a/b/"), Routed::NotFound);
-        assert_eq!(route("/"), Routed::NotFound);
-        assert_eq!(route("/api/schema/"), Routed::Api(Route::Schema));
-        assert_eq!(route("/api/schema"), Routed::AddSlash);
-        assert_eq!(route("/api/docs/"), Routed::Docs(""));
-        assert_eq!(
-            route("/api/docs/swagger-ui.css"),
-            Routed::Docs("swagger-ui.css")
-        );
-        assert_eq!(route("/api/docs"), Routed::AddSlash);
-        assert_eq!(route("/api/v2/verifications/"), Routed::NotFound);
-        assert_eq!(route("/dashboard/keys/"), Routed::Dashboard);
-        assert_eq!(route("/api/dashboard/keys"), Routed::Dashboard);
-        assert_eq!(route("/dashboardx"), Routed::NotFound);
-    }
 }

@@ -1,14 +1,15 @@
 //! `dialproof key ...`: API keys created (the token shown once, only its
 //! hash stored), listed, revoked, and given a limit of their own.
 //!
-//! Not for: checking a key on a request (`crate::api::auth`).
+//! Not for: the label rule, minting and the limit's range
+//! (`crate::accounts::keys`, which the dashboard calls too), or checking a
+//! key on a request (`crate::api`).
 
-use super::{now, storage, KeyCmd, Output, KEY_LIMIT_PER_MINUTE_MAX, LABEL_CHARS_MAX};
+use super::{now, storage, KeyCmd, Output};
+use crate::accounts::keys::{self, Label};
 use anyhow::{bail, Result};
-use dialproof_engine::apikey;
 use dialproof_engine::time::UnixMillis;
 use dialproof_storage::{Admin, KeyRow};
-use rand::RngCore;
 use serde_json::json;
 
 fn key_json(k: &KeyRow) -> serde_json::Value {
@@ -50,20 +51,14 @@ pub(super) fn run(admin: &Admin, cmd: KeyCmd, out: &Output) -> Result<()> {
 
 /// A new key for `company`: the token is printed once, only its hash kept.
 fn key_create(admin: &Admin, company: i64, label: &str, out: &Output) -> Result<()> {
-    let label = label.trim();
-    if label.is_empty() || label.chars().count() > LABEL_CHARS_MAX {
-        bail!("label must be 1..={LABEL_CHARS_MAX} characters");
-    }
-    let mut random = [0u8; apikey::KEY_PREFIX_LEN + apikey::SECRET_LEN];
-    rand::thread_rng().fill_bytes(&mut random);
-    let minted = apikey::mint(&random);
-    let k = storage(admin.create_key(company, label, &minted.prefix, &minted.secret_hash, now()))?;
+    let label = Label::parse(label)?;
+    let keys::NewKey { row: k, token } = storage(keys::create(admin, company, &label, now()))?;
     let mut v = key_json(&k);
-    v["token"] = json!(minted.token);
+    v["token"] = json!(token);
     out.print(v, || {
         format!(
             "key {} created for company {} (label {:?})\ntoken (shown once): {}",
-            k.prefix, k.company_id, k.label, minted.token
+            k.prefix, k.company_id, k.label, token
         )
     });
     Ok(())
@@ -98,14 +93,7 @@ fn key_table(all: &[KeyRow]) -> String {
 
 /// A key's own limit per minute, or `default` for the service's.
 fn key_set_limit(admin: &Admin, prefix: &str, limit: &str, out: &Output) -> Result<()> {
-    let value = if limit == "default" {
-        None
-    } else {
-        match limit.parse::<u32>() {
-            Ok(n) if (1..=KEY_LIMIT_PER_MINUTE_MAX).contains(&n) => Some(n),
-            _ => bail!("limit must be 1..={KEY_LIMIT_PER_MINUTE_MAX} or `default`, got {limit:?}"),
-        }
-    };
+    let value = keys::parse_limit(limit).map_err(anyhow::Error::msg)?;
     if !storage(admin.set_key_limit(prefix, value))? {
         bail!("no key with prefix {prefix:?}");
     }

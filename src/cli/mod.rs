@@ -5,30 +5,24 @@
 //! Every command prints a human-readable answer, or one JSON object with
 //! `--json` for scripts. Secrets (API tokens, webhook secrets) are printed
 //! once, at creation, and are never retrievable again.
+//!
+//! Not for: the rules an account change keeps (labels, secret rotation,
+//! passwords, development URLs: `crate::accounts`, which the dashboard
+//! calls too) or running the service (`crate::runtime`).
 
 mod delivery;
 mod keys;
 mod rejection;
 
+use crate::accounts::{companies, users};
 use crate::shared::config::{Config, ConfiguredNumber};
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
-use dialproof_engine::apikey;
 use dialproof_engine::time::UnixMillis;
 use dialproof_storage::Admin;
 use dialproof_storage::CompanyRow;
-use rand::RngCore;
 use serde_json::json;
 use std::path::{Path, PathBuf};
-
-/// After a webhook secret rotation the previous secret keeps signing (as a
-/// second `v1=` entry) for this long, so receivers can roll over.
-pub const SECRET_ROTATION_GRACE_MS: i64 = 24 * 3600 * 1000;
-/// Key labels are for people; keep them short.
-pub const LABEL_CHARS_MAX: usize = 100;
-pub const COMPANY_NAME_CHARS_MAX: usize = 200;
-/// The highest per-key limit the operator may set (requests per minute).
-pub const KEY_LIMIT_PER_MINUTE_MAX: u32 = 100_000;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum LogFormat {
@@ -67,7 +61,7 @@ pub enum Command {
     /// API keys.
     #[command(subcommand)]
     Key(KeyCmd),
-    /// Dashboard users (they log in at /api/dashboard/auth/login).
+    /// Dashboard users (they sign in at /dashboard/login/).
     #[command(subcommand)]
     User(UserCmd),
     /// Dial numbers: listing and dedication to one company.
@@ -143,6 +137,8 @@ pub enum KeyCmd {
     Create {
         #[arg(long)]
         company: i64,
+        /// For people: trimmed, then 1 to 100 characters, no control
+        /// characters (the dashboard's rule too).
         #[arg(long)]
         label: String,
     },
@@ -243,12 +239,6 @@ fn storage<T>(r: Result<T, dialproof_storage::StorageError>) -> Result<T> {
     r.map_err(|e| anyhow::anyhow!("{e}"))
 }
 
-fn new_webhook_secret() -> String {
-    let mut random = [0u8; 32];
-    rand::thread_rng().fill_bytes(&mut random);
-    apikey::mint_webhook_secret(&random)
-}
-
 fn company_json(c: &CompanyRow) -> serde_json::Value {
     json!({
         "id": c.id,
@@ -262,12 +252,10 @@ fn company_json(c: &CompanyRow) -> serde_json::Value {
 
 /// `company create`: the secret is shown this once.
 fn company_create(admin: &Admin, name: &str, out: &Output) -> Result<()> {
-    let name = name.trim();
-    if name.is_empty() || name.chars().count() > COMPANY_NAME_CHARS_MAX {
-        bail!("company name must be 1..={COMPANY_NAME_CHARS_MAX} characters");
-    }
-    let secret = new_webhook_secret();
-    let c = storage(admin.create_company(name, &secret, now()))?;
+    let companies::NewCompany {
+        row: c,
+        webhook_secret: secret,
+    } = companies::create(admin, name, now())?;
     let mut v = company_json(&c);
     v["webhook_secret"] = json!(secret);
     out.print(v, || {
@@ -309,9 +297,10 @@ fn company(admin: &Admin, cmd: CompanyCmd, out: &Output) -> Result<()> {
         CompanyCmd::Create { name } => company_create(admin, &name, out)?,
         CompanyCmd::List => company_list(admin, out)?,
         CompanyCmd::RotateSecret { id } => {
-            let secret = new_webhook_secret();
-            let until = now().plus_millis(SECRET_ROTATION_GRACE_MS);
-            storage(admin.rotate_webhook_secret(id, &secret, until))?;
+            let companies::Rotated {
+                secret,
+                previous_valid_until: until,
+            } = storage(companies::rotate_secret(admin, id, now()))?;
             out.print(
                 json!({"id": id, "webhook_secret": secret, "previous_valid_until": until.to_rfc3339()}),
                 || {
@@ -330,7 +319,10 @@ fn company(admin: &Admin, cmd: CompanyCmd, out: &Output) -> Result<()> {
             });
         }
         CompanyCmd::DevUrls { id, urls, clear: _ } => {
-            urls.iter().try_for_each(|u| check_dev_url_scheme(u))?;
+            let urls = urls
+                .iter()
+                .map(|u| companies::dev_url(u).map(str::to_owned))
+                .collect::<Result<Vec<_>, _>>()?;
             storage(admin.set_dev_webhook_urls(id, urls.clone()))?;
             print_dev_urls(out, id, &urls, "set");
         }
@@ -347,21 +339,14 @@ fn dev_url(admin: &Admin, out: &Output, cmd: DevUrlCmd) -> Result<()> {
             print_dev_urls(out, id, &company.dev_webhook_urls, "are");
         }
         DevUrlCmd::Add { id, url } => {
-            check_dev_url_scheme(&url)?;
-            let urls = storage(admin.add_dev_webhook_url(id, &url))?;
+            let url = companies::dev_url(&url)?;
+            let urls = storage(admin.add_dev_webhook_url(id, url))?;
             print_dev_urls(out, id, &urls, "now");
         }
         DevUrlCmd::Remove { id, url } => {
             let urls = storage(admin.remove_dev_webhook_url(id, &url))?;
             print_dev_urls(out, id, &urls, "now");
         }
-    }
-    Ok(())
-}
-
-fn check_dev_url_scheme(url: &str) -> Result<()> {
-    if !(url.starts_with("http://") || url.starts_with("https://")) {
-        bail!("development URL {url:?} must start with http:// or https://");
     }
     Ok(())
 }
@@ -449,31 +434,17 @@ fn number(admin: &Admin, config: &Config, cmd: NumberCmd, out: &Output) -> Resul
 }
 
 fn user(admin: &Admin, cmd: UserCmd, out: &Output) -> Result<()> {
-    use crate::api::sessions::{hash_password, PASSWORD_BYTES_MAX, PASSWORD_CHARS_MIN};
     match cmd {
         UserCmd::Create { company, email } => {
-            let email = email.trim().to_lowercase();
-            let plausible = email.len() <= crate::api::login::EMAIL_CHARS_MAX
-                && email
-                    .split_once('@')
-                    .is_some_and(|(l, d)| !l.is_empty() && d.contains('.'));
-            if !plausible {
-                bail!("{email:?} is not an email address");
-            }
+            // The email first: a bad one is refused before the password is
+            // read.
+            let email = users::Email::parse(&email)?;
             let mut line = String::new();
             std::io::stdin()
                 .read_line(&mut line)
                 .context("reading the password from standard input")?;
             let password = line.trim_end_matches(['\r', '\n']);
-            if password.chars().count() < PASSWORD_CHARS_MIN || password.len() > PASSWORD_BYTES_MAX
-            {
-                bail!(
-                    "the password must have at least {PASSWORD_CHARS_MIN} characters \
-                     (and at most {PASSWORD_BYTES_MAX} bytes)"
-                );
-            }
-            let hash = hash_password(password).map_err(|e| anyhow::anyhow!(e))?;
-            let u = storage(admin.create_user(company, &email, &hash, now()))?;
+            let u = users::create(admin, company, &email, password, now())?;
             out.print(
                 json!({"id": u.id, "company_id": u.company_id, "email": u.email}),
                 || format!("user {} created for company {}", u.email, u.company_id),

@@ -7,24 +7,21 @@
 //! Creation is `POST /api/dashboard/keys` (the spec's path), limited to 10
 //! per hour per user; over it, the DRF 429 body with `Retry-After`.
 //!
-//! Not for: the token format (`dialproof_engine::apikey`) or the SQL
-//! (`dialproof_storage`'s `dashboard_ops`).
+//! Not for: the label rule, minting and the creation limit
+//! (`crate::accounts::keys`, shared with the CLI), the token format
+//! (`dialproof_engine::apikey`) or the SQL (`dialproof_storage`'s
+//! `dashboard_ops`).
 
 use super::auth::{self, Signed};
 use super::page::{self, when, when_opt, Nav};
-use super::Ctx;
-use crate::cli::LABEL_CHARS_MAX;
+use super::Dashboard;
+use crate::accounts::keys::{self, Label, LabelError, LABEL_CHARS_MAX};
 use crate::http::{Request, Response};
 use askama::Template;
-use dialproof_engine::apikey;
-use dialproof_engine::ratelimit::{throttled_detail, Decision, LIMIT_PER_MINUTE_DEFAULT};
+use dialproof_engine::ratelimit::{throttled_detail, LIMIT_PER_MINUTE_DEFAULT};
 use dialproof_storage::KeyRow;
-use rand::RngCore;
 
 pub const CREATE_PATH: &str = "/api/dashboard/keys";
-/// Key creations per user per sliding hour (the spec's Limits table).
-pub const CREATES_PER_HOUR: u32 = 10;
-const HOUR_MS: i64 = 3_600_000;
 
 struct KeyView {
     label: String,
@@ -65,7 +62,7 @@ fn view(k: &KeyRow) -> KeyView {
 }
 
 fn show(
-    ctx: &Ctx<'_>,
+    ctx: &Dashboard,
     signed: &Signed,
     status: u16,
     created: Option<Created>,
@@ -87,7 +84,7 @@ fn show(
 }
 
 /// `GET /dashboard/keys/`.
-pub fn page(ctx: &Ctx<'_>, req: &Request) -> Response {
+pub fn page(ctx: &Dashboard, req: &Request) -> Response {
     match auth::require(ctx, req) {
         Ok(signed) => show(ctx, &signed, 200, None, None),
         Err(resp) => resp,
@@ -95,7 +92,7 @@ pub fn page(ctx: &Ctx<'_>, req: &Request) -> Response {
 }
 
 /// `POST /api/dashboard/keys`: a new key with the form's label.
-pub fn create(ctx: &Ctx<'_>, req: &Request) -> Response {
+pub fn create(ctx: &Dashboard, req: &Request) -> Response {
     if req.method != "POST" {
         return Response::detail(405, &crate::api::texts::method_not_allowed(&req.method))
             .with_header("Allow", "POST");
@@ -105,50 +102,50 @@ pub fn create(ctx: &Ctx<'_>, req: &Request) -> Response {
         Err(resp) => return resp,
     };
     let now = ctx.clock.now();
-    let bucket = format!("dashboard-key-create:{}", signed.user.user_id);
-    if let Decision::Refuse {
-        retry_after_seconds,
-        ..
-    } = ctx
-        .limiters
-        .check_window(&bucket, now, CREATES_PER_HOUR, HOUR_MS)
+    if let Err(retry_after_seconds) = keys::count_creation(&ctx.limiters, signed.user.user_id, now)
     {
         return Response::detail(429, &throttled_detail(retry_after_seconds))
             .with_header("Retry-After", retry_after_seconds.to_string());
     }
-    let label = fields.get("label").unwrap_or("").to_owned();
-    if label.is_empty() || label.chars().count() > LABEL_CHARS_MAX {
-        let text = format!("Название ключа: от 1 до {LABEL_CHARS_MAX} символов.");
-        return show(ctx, &signed, 400, None, Some(text));
-    }
-    let mut random = [0u8; apikey::KEY_PREFIX_LEN + apikey::SECRET_LEN];
-    rand::thread_rng().fill_bytes(&mut random);
-    let minted = apikey::mint(&random);
+    let label = match Label::parse(fields.raw("label")) {
+        Ok(label) => label,
+        Err(e) => return show(ctx, &signed, 400, None, Some(label_refusal(e))),
+    };
     let company = signed.user.company_id;
-    let (prefix, hash, stored_label) = (minted.prefix.clone(), minted.secret_hash, label.clone());
-    match ctx.admin(move |a| a.create_key(company, &stored_label, &prefix, &hash, now)) {
-        Some(Ok(_)) => {}
+    let created = match ctx.admin(move |a| keys::create(a, company, &label, now)) {
+        Some(Ok(created)) => created,
         Some(Err(e)) => return page::storage_failed("key create", &e.to_string()),
         None => return page::storage_failed("key create", "no answer in time"),
-    }
+    };
     refresh(ctx);
-    tracing::info!(company_id = company, prefix = %minted.prefix, "key created in the dashboard");
+    tracing::info!(company_id = company, prefix = %created.row.prefix, "key created in the dashboard");
     let created = Created {
-        label,
-        token: minted.token,
+        label: created.row.label,
+        token: created.token,
     };
     show(ctx, &signed, 201, Some(created), None)
 }
 
+/// The page's words for a label that breaks the rule.
+fn label_refusal(e: LabelError) -> String {
+    match e {
+        LabelError::Length => format!("Название ключа: от 1 до {LABEL_CHARS_MAX} символов."),
+        LabelError::ControlCharacter => {
+            "Название ключа не может содержать управляющие символы (перевод строки, табуляцию)."
+                .to_owned()
+        }
+    }
+}
+
 /// The key cache follows the change at once, not at its next poll.
-fn refresh(ctx: &Ctx<'_>) {
+fn refresh(ctx: &Dashboard) {
     if let Err(e) = ctx.keys.refresh_if_changed() {
         tracing::warn!(error = %e, "key cache refresh after a dashboard change failed");
     }
 }
 
 /// `POST /dashboard/keys/revoke/` and `.../delete/`.
-fn change(ctx: &Ctx<'_>, req: &Request, delete: bool) -> Response {
+fn change(ctx: &Dashboard, req: &Request, delete: bool) -> Response {
     let (signed, fields) = match auth::require_post(ctx, req) {
         Ok(s) => s,
         Err(resp) => return resp,
@@ -178,10 +175,10 @@ fn change(ctx: &Ctx<'_>, req: &Request, delete: bool) -> Response {
     page::see_other("/dashboard/keys/")
 }
 
-pub fn revoke(ctx: &Ctx<'_>, req: &Request) -> Response {
+pub fn revoke(ctx: &Dashboard, req: &Request) -> Response {
     change(ctx, req, false)
 }
 
-pub fn delete(ctx: &Ctx<'_>, req: &Request) -> Response {
+pub fn delete(ctx: &Dashboard, req: &Request) -> Response {
     change(ctx, req, true)
 }

@@ -1,62 +1,70 @@
 //! The web dashboard: server-rendered pages for a company's people, on the
 //! same HTTPS listener as the API but outside `/api/v1/`. Pages live under
-//! `/dashboard/`; the one form target the spec names, key creation, is
-//! `POST /api/dashboard/keys` (10 per hour per user).
+//! `/dashboard/`; the spec names two internal endpoints besides, key
+//! creation (`POST /api/dashboard/keys`, the keys page's form target, 10 per
+//! hour per user) and the JSON login (`POST /api/dashboard/auth/login`,
+//! [`json_login`]).
 //!
 //! Every page needs a live session (else a redirect to the login form),
 //! every POST carries the session's form token (else 403), and every page
 //! shows only the session's own company. Errors are HTML pages (or the DRF
-//! body for a 429), never internals.
+//! body for a 429), never internals. Changes go through the service's one
+//! operator connection (`crate::shared::admin`), opened at start.
 //!
-//! Not for: the JSON login endpoint (`crate::api::login`), the SQL
+//! Not for: which requests come here (`crate::site`), the account rules it
+//! applies (`crate::accounts`, shared with the CLI), the SQL
 //! (`dialproof_storage`'s `dashboard_ops`, `verification_list`), or
 //! decisions such as the form token (`dialproof_engine::csrf`).
 
 mod auth;
 mod chart;
 mod form;
+mod json_login;
 mod keys;
 mod page;
 mod verifications;
 mod webhooks;
 
-use crate::api::key_cache::KeyCache;
-use crate::api::rate_limiters::RateLimiters;
+pub use json_login::{login as json_login, PATH as LOGIN_ENDPOINT};
+
 use crate::http::{Request, Response};
+use crate::shared::admin::AdminConn;
 use crate::shared::clock::Clock;
+use crate::shared::key_cache::KeyCache;
 use crate::shared::offload::Offload;
+use crate::shared::rate_limiters::RateLimiters;
+use crate::shared::wait::{Committing, Outcome};
 use dialproof_storage::{Admin, StorageError, Store};
-use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How long a page waits for a storage read or write.
 const STORAGE_WAIT: Duration = Duration::from_secs(10);
 
-/// What the dashboard needs from the running service, lent per request.
-pub struct Ctx<'a> {
-    pub store: &'a Store,
+/// What the dashboard needs from the running service, handed over at
+/// start-up.
+pub struct Dashboard {
+    pub store: Store,
     /// Key changes made here must reach the cache at once (a revoked key is
     /// refused from the next request on).
-    pub keys: &'a KeyCache,
-    pub limiters: &'a RateLimiters,
-    pub clock: &'a Clock,
-    /// Password hashing and the dashboard's writes run here, off the
-    /// workers that serve other connections.
-    pub offload: &'a Offload,
-    /// The database file, for the dashboard's writes (`Admin`, as the CLI).
-    pub db_path: PathBuf,
+    pub keys: Arc<KeyCache>,
+    pub limiters: Arc<RateLimiters>,
+    pub clock: Clock,
+    /// Password hashing runs here, off the workers that serve other
+    /// connections.
+    pub offload: Offload,
+    /// The service's one operator connection, for the dashboard's changes.
+    pub admin: AdminConn,
 }
 
-impl Ctx<'_> {
-    /// Runs `f` with a fresh operator connection on the offload pool.
+impl Dashboard {
+    /// Runs `f` with the operator connection (on the offload pool).
     /// `None`: no answer in time (or the pool is full).
     fn admin<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Admin) -> Result<T, StorageError> + Send + 'static,
     ) -> Option<Result<T, StorageError>> {
-        let path = self.db_path.clone();
-        self.offload
-            .run(STORAGE_WAIT, move || Admin::open(&path).and_then(|a| f(&a)))
+        self.admin.run(STORAGE_WAIT, f)
     }
 
     /// Runs a read job on the store's readers and waits for it.
@@ -64,11 +72,9 @@ impl Ctx<'_> {
         &self,
         job: impl FnOnce(&dialproof_storage::Reader) -> Result<T, StorageError> + Send + 'static,
     ) -> Result<T, String> {
-        let found =
-            crate::shared::wait::wait_for(STORAGE_WAIT, |reply| self.store.read(job, reply));
-        match found {
-            Some(Ok(Ok(v))) => Ok(v),
-            other => Err(crate::shared::wait::read_failure_text(other)),
+        match self.store.read_within(STORAGE_WAIT, job) {
+            Outcome::Done(v) => Ok(v),
+            other => Err(other.to_string()),
         }
     }
 }
@@ -81,7 +87,7 @@ pub fn owns(path: &str) -> bool {
 }
 
 /// Answers a dashboard request (a path for which [`owns`] is true).
-pub fn handle(ctx: &Ctx<'_>, req: &Request) -> Response {
+pub fn handle(ctx: &Dashboard, req: &Request) -> Response {
     let path = req.path.as_str();
     if path.trim_end_matches('/') == keys::CREATE_PATH {
         return keys::create(ctx, req);

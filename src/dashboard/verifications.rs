@@ -13,7 +13,7 @@
 use super::auth;
 use super::form::Fields;
 use super::page::{self, when, when_opt, Nav};
-use super::{chart, Ctx};
+use super::{chart, Dashboard};
 use crate::http::{Request, Response};
 use askama::Template;
 use dialproof_engine::time::{date_of, parse_date, UnixMillis};
@@ -53,6 +53,7 @@ struct RowView {
     expires: String,
     caller_id: String,
     reason: String,
+    idempotency_key: String,
 }
 
 #[derive(Template)]
@@ -81,6 +82,7 @@ fn row_view(r: &ListedRow) -> RowView {
         expires: when_opt(r.expires_at),
         caller_id: r.caller_id.clone(),
         reason: r.reason.clone().unwrap_or_default(),
+        idempotency_key: r.idempotency_key.clone().unwrap_or_default(),
     }
 }
 
@@ -179,7 +181,7 @@ fn bucket_ms(from: UnixMillis, to: UnixMillis) -> i64 {
 }
 
 /// `GET /dashboard/verifications/`.
-pub fn page(ctx: &Ctx<'_>, req: &Request) -> Response {
+pub fn page(ctx: &Dashboard, req: &Request) -> Response {
     let signed = match auth::require(ctx, req) {
         Ok(s) => s,
         Err(resp) => return resp,

@@ -1,7 +1,8 @@
 //! The webhooks page: rotating the company's signing secret (the new one
-//! shown once; the previous one keeps signing for 24 hours, as the CLI's
-//! rotation does), the development-URL list (added and removed one at a
-//! time), the `verification.failed` switch, and the delivery log: per
+//! shown once; the previous one keeps signing for 24 hours, by the same
+//! call as the CLI's rotation), the development-URL list (added and removed
+//! one at a time, under the CLI's rule), the `verification.failed` switch,
+//! and the delivery log: per
 //! attempt its HTTP code, number, latency, error, next attempt time,
 //! request and response body, with a Retry button that makes the delivery
 //! due at once (the same storage call as `dialproof delivery retry`).
@@ -9,21 +10,20 @@
 //! Every change is scoped to the session's company; a delivery of another
 //! company is "not found".
 //!
-//! Not for: sending webhooks (`crate::webhooks`) or the SQL (the operator
-//! calls in `dialproof_storage::Admin`, shared with the CLI).
+//! Not for: the secret and development-URL rules (`crate::accounts::companies`,
+//! shared with the CLI), sending webhooks (`crate::webhooks`) or the SQL
+//! (the operator calls in `dialproof_storage::Admin`, shared with the CLI).
 
 use super::auth::{self, Signed};
 use super::form::Fields;
 use super::page::{self, when, when_opt, Nav};
-use super::Ctx;
-use crate::cli::SECRET_ROTATION_GRACE_MS;
+use super::Dashboard;
+use crate::accounts::companies;
 use crate::http::{Request, Response};
 use askama::Template;
-use dialproof_engine::apikey;
 use dialproof_engine::time::UnixMillis;
 use dialproof_engine::CompanyId;
 use dialproof_storage::{DeliveryFilter, DeliveryLogEntry, StorageError};
-use rand::RngCore;
 
 /// Deliveries shown, newest first.
 const LOG_ROWS: usize = 20;
@@ -88,7 +88,7 @@ fn delivery_view(e: &DeliveryLogEntry) -> DeliveryView {
 }
 
 fn show(
-    ctx: &Ctx<'_>,
+    ctx: &Dashboard,
     signed: &Signed,
     status: u16,
     new_secret: Option<String>,
@@ -128,7 +128,7 @@ fn show(
 }
 
 /// `GET /dashboard/webhooks/`.
-pub fn page(ctx: &Ctx<'_>, req: &Request) -> Response {
+pub fn page(ctx: &Dashboard, req: &Request) -> Response {
     match auth::require(ctx, req) {
         Ok(signed) => show(ctx, &signed, 200, None, None),
         Err(resp) => resp,
@@ -146,11 +146,9 @@ enum Action {
 
 fn action(path: &str, f: &Fields) -> Result<Action, String> {
     let url = || -> Result<String, String> {
-        let u = f.get("url").unwrap_or("");
-        if u.starts_with("http://") || u.starts_with("https://") {
-            Ok(u.to_owned())
-        } else {
-            Err("Адрес должен начинаться с http:// или https://.".into())
+        match companies::dev_url(f.raw("url")) {
+            Ok(u) => Ok(u.to_owned()),
+            Err(_) => Err("Адрес должен начинаться с http:// или https://.".into()),
         }
     };
     match path {
@@ -174,21 +172,20 @@ fn action(path: &str, f: &Fields) -> Result<Action, String> {
 /// when none came in time) and, for a rotation, the new secret to show
 /// once.
 fn apply(
-    ctx: &Ctx<'_>,
+    ctx: &Dashboard,
     act: Action,
     company: CompanyId,
     now: UnixMillis,
 ) -> (Option<Result<(), StorageError>>, Option<String>) {
     let mut secret = None;
     let done = match act {
-        Action::Rotate => {
-            let mut random = [0u8; 32];
-            rand::thread_rng().fill_bytes(&mut random);
-            let s = apikey::mint_webhook_secret(&random);
-            secret = Some(s.clone());
-            let until = now.plus_millis(SECRET_ROTATION_GRACE_MS);
-            ctx.admin(move |a| a.rotate_webhook_secret(company, &s, until).map(|_| ()))
-        }
+        Action::Rotate => match ctx.admin(move |a| companies::rotate_secret(a, company, now)) {
+            Some(Ok(rotated)) => {
+                secret = Some(rotated.secret);
+                Some(Ok(()))
+            }
+            other => other.map(|r| r.map(|_| ())),
+        },
         Action::AddUrl(u) => ctx.admin(move |a| a.add_dev_webhook_url(company, &u).map(|_| ())),
         Action::RemoveUrl(u) => {
             ctx.admin(move |a| a.remove_dev_webhook_url(company, &u).map(|_| ()))
@@ -208,7 +205,7 @@ fn apply(
 }
 
 /// Every POST of the page (the paths [`super::handle`] routes here).
-pub fn change(ctx: &Ctx<'_>, req: &Request) -> Response {
+pub fn change(ctx: &Dashboard, req: &Request) -> Response {
     let (signed, fields) = match auth::require_post(ctx, req) {
         Ok(s) => s,
         Err(resp) => return resp,

@@ -2,7 +2,8 @@
 //! write the response, repeat while the connection is kept alive.
 
 use super::{Request, Response};
-use dialproof_engine::http_head::{self, HeadLimits, Reject};
+use dialproof_engine::http_chunked::Chunked;
+use dialproof_engine::http_head::{self, Body, HeadLimits, Reject};
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -184,18 +185,10 @@ fn read_request<S: TimedStream>(
         http_head::framing(&head.headers, head.version, &limits.head()).map_err(reject)?;
 
     buf.drain(..head_len);
-    if framing.expect_continue && buf.len() < framing.body_len {
-        // RFC 9110 10.1.1: the client waits for this before the body; the
-        // head passed every check, so invite it.
-        stream
-            .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
-            .and_then(|()| stream.flush())
-            .map_err(|_| ReadError::Gone)?;
-    }
-    while buf.len() < framing.body_len {
-        read_more(stream, buf, deadline)?;
-    }
-    let body: Vec<u8> = buf.drain(..framing.body_len).collect();
+    let body = match framing.body {
+        Body::Length(len) => read_sized(stream, buf, len, framing.expect_continue, deadline)?,
+        Body::Chunked => read_chunked(stream, buf, limits, framing.expect_continue, deadline)?,
+    };
     let http_head::Head {
         method,
         path,
@@ -214,6 +207,56 @@ fn read_request<S: TimedStream>(
         },
         framing.keep_alive,
     ))
+}
+
+/// RFC 9110 10.1.1: a client that sent `Expect: 100-continue` waits for
+/// this before its body; the head passed every check, so invite it.
+fn send_continue<S: TimedStream>(stream: &mut S) -> Result<(), ReadError> {
+    stream
+        .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+        .and_then(|()| stream.flush())
+        .map_err(|_| ReadError::Gone)
+}
+
+/// A `Content-Length` body: exactly `len` bytes after the head.
+fn read_sized<S: TimedStream>(
+    stream: &mut S,
+    buf: &mut Vec<u8>,
+    len: usize,
+    expect_continue: bool,
+    deadline: Instant,
+) -> Result<Vec<u8>, ReadError> {
+    if expect_continue && buf.len() < len {
+        send_continue(stream)?;
+    }
+    while buf.len() < len {
+        read_more(stream, buf, deadline)?;
+    }
+    Ok(buf.drain(..len).collect())
+}
+
+/// A chunked body, decoded as it arrives, within the same body limit and
+/// deadline as a sized one; bytes after its end stay in `buf` for the next
+/// request.
+fn read_chunked<S: TimedStream>(
+    stream: &mut S,
+    buf: &mut Vec<u8>,
+    limits: &Limits,
+    expect_continue: bool,
+    deadline: Instant,
+) -> Result<Vec<u8>, ReadError> {
+    let mut decoder = Chunked::new(limits.body_bytes_max, limits.header_bytes_max);
+    let used = decoder.feed(buf).map_err(reject)?;
+    buf.drain(..used);
+    if expect_continue && !decoder.is_done() {
+        send_continue(stream)?;
+    }
+    while !decoder.is_done() {
+        read_more(stream, buf, deadline)?;
+        let used = decoder.feed(buf).map_err(reject)?;
+        buf.drain(..used);
+    }
+    Ok(decoder.into_body())
 }
 
 fn read_more<S: TimedStream>(
@@ -345,8 +388,35 @@ mod tests {
             "a".repeat(20_000)
         );
         assert!(run(long.as_bytes()).starts_with("HTTP/1.1 431"));
-        let chunked = b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n";
-        assert!(run(chunked).starts_with("HTTP/1.1 411"));
+    }
+
+    #[test]
+    fn chunked_bodies_are_read_and_smuggling_pairs_refused() {
+        let out = run(b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2;x=y\r\nde\r\n0\r\n\r\nGET / HTTP/1.1\r\nHost: h\r\n\r\n");
+        assert!(out.contains("{\"m\":\"POST\",\"len\":5}"), "{out}");
+        assert!(out.contains("{\"m\":\"GET\",\"len\":0}"), "{out}");
+        for (head, status) in [
+            ("Transfer-Encoding: chunked\r\nContent-Length: 5", "400"),
+            ("Transfer-Encoding: gzip, chunked", "501"),
+            (
+                "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked",
+                "501",
+            ),
+            ("Transfer-Encoding: identity", "501"),
+        ] {
+            let out = run(format!("POST / HTTP/1.1\r\nHost: h\r\n{head}\r\n\r\n0\r\n\r\nGET / HTTP/1.1\r\nHost: h\r\n\r\n").as_bytes());
+            assert!(
+                out.starts_with(&format!("HTTP/1.1 {status}")),
+                "{head}: {out}"
+            );
+            // Refused and closed: the bytes after it are never a request.
+            assert_eq!(out.matches("HTTP/1.1 ").count(), 1, "{head}: {out}");
+        }
+        let big = format!(
+            "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n",
+            64 * 1024 + 1
+        );
+        assert!(run(big.as_bytes()).starts_with("HTTP/1.1 413"));
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //!
 //! Not for: HTTP parsing (`crate::http`) or the API (`crate::api`).
 
+use crate::coroutine;
 use crate::http::watchdog::{Watchdog, Watched};
 use crate::http::{self, Limits, Request, Response};
 use std::io;
@@ -23,13 +24,10 @@ use std::time::Duration;
 pub const CONNECTIONS_MAX: usize = 10_000;
 /// Connections per listener at all; beyond it new ones are closed at once
 /// rather than queued, so a flood cannot exhaust memory (about 30 KiB each
-/// when idle, README "Reliability").
+/// when idle, tests/README.md "Reliability").
 pub const CONNECTIONS_HARD_MAX: usize = CONNECTIONS_MAX + CONNECTIONS_MAX / 5;
 /// Time allowed for the TLS handshake.
 pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Stack of each connection coroutine. rustls needs ~12 KiB and logging
-/// overflowed may's 32 KiB default (DESIGN.md), so give ample room.
-pub const COROUTINE_STACK_BYTES: usize = 128 * 1024;
 
 pub type Handler = Arc<dyn Fn(&Request) -> Response + Send + Sync>;
 
@@ -176,7 +174,7 @@ where
         addr: local,
         open: open.clone(),
     };
-    spawn_coroutine(move || {
+    coroutine::spawn(move || {
         for conn in listener.incoming() {
             if stop.load(Ordering::Acquire) {
                 break;
@@ -202,7 +200,7 @@ where
             let serve = serve.clone();
             let (open, crowded) = (open.clone(), crowded.clone());
             let tcp = watchdog.watch(tcp);
-            spawn_coroutine(move || {
+            coroutine::spawn(move || {
                 serve(tcp, peer, &crowded);
                 let left = open.fetch_sub(1, Ordering::AcqRel) - 1;
                 crowded.store(left > CONNECTIONS_MAX, Ordering::Release);
@@ -212,20 +210,4 @@ where
         tracing::info!(listener = %local, "stopped accepting");
     });
     Ok(listening)
-}
-
-/// Spawns a may coroutine with [`COROUTINE_STACK_BYTES`] of stack.
-pub fn spawn_coroutine<F>(f: F)
-where
-    F: FnOnce() + Send + 'static,
-{
-    let builder = may::coroutine::Builder::new().stack_size(COROUTINE_STACK_BYTES);
-    // SAFETY: may marks spawning unsafe because a coroutine may migrate
-    // between threads, which breaks code that keeps thread-local state across
-    // a yield. Our coroutines hold no thread-local borrows across blocking
-    // calls (DESIGN.md: no entered tracing span across IO), so this holds.
-    let spawned = unsafe { builder.spawn(f) };
-    if let Err(e) = spawned {
-        tracing::error!(error = %e, "could not spawn a coroutine");
-    }
 }

@@ -23,6 +23,18 @@ impl Request {
             .map(|(_, v)| v.as_str())
     }
 
+    /// The value of cookie `name` in the `Cookie` header(s), trimmed; the
+    /// first one wins.
+    pub fn cookie(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .filter(|(n, _)| n == "cookie")
+            .flat_map(|(_, v)| v.split(';'))
+            .filter_map(|pair| pair.trim().split_once('='))
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.trim())
+    }
+
     /// Every value of a header (for ones that must not be repeated).
     pub fn header_count(&self, name: &str) -> usize {
         self.headers.iter().filter(|(n, _)| n == name).count()

@@ -1,6 +1,21 @@
-//! An HTTP response and its serialisation.
+//! An HTTP response and its serialisation, and the `{detail}` error body
+//! that this layer's own refusals (400, 408, 413, 431, ...) and the API's
+//! share.
+//!
+//! Not for: the API's other bodies (`crate::openapi`, which describes this
+//! one too).
 
+use serde::Serialize;
 use std::io::Write;
+use utoipa::ToSchema;
+
+/// `{detail}`: the body of 401, 403, 404, 405, 429, 500 and of a 400 for
+/// malformed JSON.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// A human-readable explanation.
+    pub detail: String,
+}
 
 #[derive(Debug, Clone)]
 pub struct Response {
@@ -30,7 +45,7 @@ impl Response {
 
     /// `{"detail": "<text>"}`, the legacy error body.
     pub fn detail(status: u16, text: &str) -> Self {
-        let body = crate::openapi::ErrorDetail {
+        let body = ErrorDetail {
             detail: text.to_owned(),
         };
         Response::json(status, serde_json::to_string(&body).unwrap_or_default())

@@ -103,13 +103,9 @@ pub struct NoNumberAvailable {
     pub retry_after: u64,
 }
 
-/// `{detail}`: the body of 401, 403, 404, 405, 429, 500 and of a 400 for
-/// malformed JSON.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct ErrorDetail {
-    /// A human-readable explanation.
-    pub detail: String,
-}
+/// `{detail}`, defined beside the response type, since the HTTP layer's
+/// own refusals carry it too.
+pub use crate::http::ErrorDetail;
 
 /// A 400 for invalid fields: each invalid field maps to its messages.
 #[derive(Serialize, ToSchema)]
@@ -117,15 +113,40 @@ pub struct ErrorDetail {
 #[allow(dead_code)] // Described, never constructed: FieldErrors renders it.
 pub struct FieldErrors(std::collections::HashMap<String, Vec<String>>);
 
-/// A 400 body: field errors, or `{detail}` for a body that is not JSON.
-/// (`Serialize` is derived only so that `serde(untagged)` gives a plain
-/// `oneOf` of the two shapes.)
+/// The envelope of answers to newer behaviour (the `Idempotency-Key`'s 400
+/// and the two 409s): `{"error": {"code", "message", "fields"?}}`.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"error": {"code": "idempotency_conflict",
+    "message": "This Idempotency-Key was used with a different request. Use a new key for a new request."}}))]
+#[allow(dead_code)] // Described only: handlers build it with `envelope`.
+pub struct ErrorEnvelope {
+    error: ErrorBody,
+}
+
+/// The inside of [`ErrorEnvelope`].
+#[derive(Serialize, ToSchema)]
+#[allow(dead_code)] // Described only.
+pub struct ErrorBody {
+    /// A machine code: `invalid_request`, `conflict`,
+    /// `idempotency_conflict`, ... Clients key their logic on it.
+    code: String,
+    /// Human-readable; may change; not to be parsed.
+    message: String,
+    /// Only for `invalid_request`: each invalid field or header mapped to
+    /// its messages.
+    fields: Option<std::collections::HashMap<String, Vec<String>>>,
+}
+
+/// A 400 body: field errors, `{detail}` for a body that is not JSON, or
+/// the envelope for an invalid `Idempotency-Key` header. (`Serialize` is
+/// derived only so that `serde(untagged)` gives a plain `oneOf`.)
 #[derive(Serialize, ToSchema)]
 #[serde(untagged)]
 #[allow(dead_code)] // Described only.
 pub enum BadRequest {
     Fields(FieldErrors),
     Detail(ErrorDetail),
+    Envelope(ErrorEnvelope),
 }
 
 /// The id path parameter.
@@ -157,7 +178,9 @@ struct VerificationPath {
         NoNumberAvailable,
         ErrorDetail,
         FieldErrors,
-        BadRequest
+        BadRequest,
+        ErrorEnvelope,
+        ErrorBody
     )),
     modifiers(&BearerAuth),
     security(("bearerAuth" = []))
@@ -196,8 +219,11 @@ enum CommonErrors {
 
 /// Create a verification and lease a dial number.
 ///
-/// Not idempotent: repeating an identical request creates another
-/// verification and takes another number.
+/// Without an `Idempotency-Key`, repeating an identical request creates
+/// another verification and takes another number. With one, a retry with
+/// the same key and body within its retention (24 hours by default) gets
+/// the first 201 again, byte for byte, with `Idempotent-Replayed: true`,
+/// and takes nothing: after a network timeout, retry with the same key.
 #[utoipa::path(
     post,
     path = "/api/v1/verifications/",
@@ -205,10 +231,20 @@ enum CommonErrors {
     tag = "verifications",
     request_body(content = CreateVerificationRequest, content_type = "application/json"),
     responses(
-        (status = 201, description = "Created", body = Verification,
-            headers(("Location" = String, description = "/api/v1/verifications/<verification_id>/"))),
-        (status = 400, description = "Invalid fields (`{field: [messages]}`) or malformed JSON \
-            (`{detail}`)", body = BadRequest),
+        (status = 201, description = "Created, or the stored answer of this \
+            `Idempotency-Key` replayed", body = Verification,
+            headers(
+                ("Location" = String, description = "/api/v1/verifications/<verification_id>/"),
+                ("Idempotent-Replayed" = String, description = "`true` when this is a \
+                    replay of the key's first answer; absent otherwise"))),
+        (status = 400, description = "Invalid fields (`{field: [messages]}`), malformed JSON \
+            (`{detail}`), or an invalid `Idempotency-Key` (the envelope, code \
+            `invalid_request`, with `fields.Idempotency-Key`)", body = BadRequest),
+        (status = 409, description = "`idempotency_conflict`: the `Idempotency-Key` was \
+            used with a different request body (use a new key); or `conflict`: the first \
+            request with this key is still being processed (retry after `Retry-After`)",
+            body = ErrorEnvelope,
+            headers(("Retry-After" = i64, description = "1, with `conflict` only"))),
         (status = 415, description = "A non-empty body whose `Content-Type` is not \
             `application/json` (DRF's text, in Russian, quoting the header as sent)",
             body = ErrorDetail),
@@ -264,6 +300,7 @@ pub fn schema_json() -> &'static str {
         // fail (every map key is a string).
         let mut doc = serde_json::to_value(ApiDoc::openapi()).unwrap_or_default();
         add_links(&mut doc);
+        add_idempotency_header(&mut doc);
         serde_json::to_string_pretty(&doc).unwrap_or_default()
     })
 }
@@ -285,6 +322,34 @@ fn add_links(doc: &mut serde_json::Value) {
             "CancelVerification": link("cancel_verification"),
         });
     }
+}
+
+/// The `Idempotency-Key` request header of create (utoipa 4's path macro
+/// cannot give a header parameter a pattern). The schema names the bare
+/// form; the Structured Field string form, in double quotes, names the same
+/// key and is accepted too.
+fn add_idempotency_header(doc: &mut serde_json::Value) {
+    use dialproof_engine::idempotency::KEY_LEN_MAX;
+    let post = &mut doc["paths"]["/api/v1/verifications/"]["post"];
+    if !post.is_object() {
+        return;
+    }
+    post["parameters"] = serde_json::json!([{
+        "name": "Idempotency-Key",
+        "in": "header",
+        "required": false,
+        "description": "Makes the create safe to retry. 1 to 255 visible ASCII characters \
+            (0x21-0x7E), unique per request you mean (a UUID, or your order id); also \
+            accepted as a quoted string (`\"key\"`). Keys are per company and honoured \
+            for the retention (24 hours by default). A repeated or invalid header is a 400.",
+        "schema": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": KEY_LEN_MAX,
+            "pattern": format!("^[!#-~][!-~]{{0,{}}}$", KEY_LEN_MAX - 1),
+            "example": "order-4711-attempt",
+        },
+    }]);
 }
 
 #[cfg(test)]
@@ -371,6 +436,24 @@ mod tests {
         let bad = &d["components"]["schemas"]["BadRequest"]["oneOf"];
         assert_eq!(bad[0]["$ref"], "#/components/schemas/FieldErrors");
         assert_eq!(bad[1]["$ref"], "#/components/schemas/ErrorDetail");
+        assert_eq!(bad[2]["$ref"], "#/components/schemas/ErrorEnvelope");
+    }
+
+    /// The header's documented limit is the engine's.
+    #[test]
+    fn create_documents_the_idempotency_key_header() {
+        let d = doc();
+        let post = &d["paths"]["/api/v1/verifications/"]["post"];
+        let p = &post["parameters"][0];
+        assert_eq!(p["name"], "Idempotency-Key");
+        assert_eq!(p["in"], "header");
+        assert_eq!(p["required"], false);
+        assert_eq!(
+            p["schema"]["maxLength"],
+            dialproof_engine::idempotency::KEY_LEN_MAX
+        );
+        assert!(post["responses"]["201"]["headers"]["Idempotent-Replayed"].is_object());
+        assert!(post["responses"]["409"]["headers"]["Retry-After"].is_object());
     }
 
     #[test]
@@ -388,7 +471,7 @@ mod tests {
         };
         assert_eq!(
             codes("/api/v1/verifications/", "post"),
-            ["201", "400", "401", "403", "405", "415", "429", "500", "503"]
+            ["201", "400", "401", "403", "405", "409", "415", "429", "500", "503"]
         );
         assert_eq!(
             codes("/api/v1/verifications/{id}/", "get"),

@@ -96,6 +96,7 @@ fn api(out: &mut String, ctx: &Ops) {
         "Create requests by outcome (503s by pool).",
     );
     sample(out, name, "outcome=\"created\"", get(&m.creates_ok));
+    sample(out, name, "outcome=\"replayed\"", get(&m.creates_replayed));
     sample(out, name, "outcome=\"invalid\"", get(&m.creates_invalid));
     for pool in Pool::ALL {
         let labels = format!("outcome=\"no_number\",pool=\"{}\"", pool.as_str());
@@ -107,6 +108,7 @@ fn api(out: &mut String, ctx: &Ops) {
         );
     }
     request_counters(out, m);
+    idempotency(out, ctx);
     let name = "dialproof_verifications_ended_total";
     header(
         out,
@@ -135,6 +137,61 @@ fn api(out: &mut String, ctx: &Ops) {
 
 /// The counters of answers that are no route's own (429, 401, 500, reaped
 /// connections).
+/// Idempotency keys of creates: the two 409s, the purge, and what memory
+/// holds of stored answers.
+fn idempotency(out: &mut String, ctx: &Ops) {
+    let m = &ctx.metrics;
+    let name = "dialproof_idempotency_conflicts_total";
+    header(
+        out,
+        name,
+        "counter",
+        "Creates answered 409 for their Idempotency-Key: reused with another body \
+         (idempotency_conflict) or while its first create ran (in_flight).",
+    );
+    sample(
+        out,
+        name,
+        "kind=\"idempotency_conflict\"",
+        get(&m.idempotency_mismatches),
+    );
+    sample(
+        out,
+        name,
+        "kind=\"in_flight\"",
+        get(&m.idempotency_in_flight),
+    );
+    let name = "dialproof_idempotency_keys_purged_total";
+    header(
+        out,
+        name,
+        "counter",
+        "Stored idempotency keys purged after their retention.",
+    );
+    sample(out, name, "", get(&m.idempotency_keys_purged));
+    let held = ctx.idempotency.stats();
+    for (name, help, value) in [
+        (
+            "dialproof_idempotency_answers_held",
+            "Stored answers of idempotency keys held in memory for fast replays.",
+            held.answers,
+        ),
+        (
+            "dialproof_idempotency_answer_bytes_held",
+            "Bytes of those answers' bodies.",
+            held.answer_bytes,
+        ),
+        (
+            "dialproof_idempotency_creates_in_flight",
+            "Creates with a key between their claim and their commit.",
+            held.in_flight,
+        ),
+    ] {
+        header(out, name, "gauge", help);
+        sample(out, name, "", value);
+    }
+}
+
 fn request_counters(out: &mut String, m: &Metrics) {
     for (name, help, c) in [
         (

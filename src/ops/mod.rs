@@ -7,9 +7,9 @@
 //!   storage takes writes; else 503 naming the check that failed.
 //!
 //! It uses the service's own hardened HTTP/1.1 layer (`crate::http`), not
-//! may_minihttp: that one panics on a malformed Content-Length and has no
-//! header limits (DESIGN.md), and this port is reachable by whatever can
-//! reach the host's internal network.
+//! may_minihttp: that one (0.1.11, when this was written) panics on
+//! `Content-Length: abc` and has no header-size limit, and this port is
+//! reachable by whatever can reach the host's internal network.
 //!
 //! Not for: the public API (`crate::api`) or anything that changes state.
 
@@ -43,6 +43,8 @@ pub struct Ops {
     pub readiness: Arc<Readiness>,
     pub clock: Clock,
     pub stop: Arc<AtomicBool>,
+    /// Creates' idempotency keys (what memory holds, for the metrics).
+    pub idempotency: Arc<crate::shared::idempotency::IdempotencyKeys>,
 }
 
 impl Ops {

@@ -3,23 +3,26 @@
 //!
 //! Only the runtime (start, recovery, the commit consumer, the expiry
 //! thread, the control loop) holds an [`App`]. The parts get a context of
-//! their own (`crate::api::Api`, `crate::sip::Sip`,
-//! `crate::webhooks::Webhooks`, `crate::ops::Ops`) with the handles they
-//! use and nothing more, built here from the same shared values.
+//! their own (`crate::site::Site` with the API's and the dashboard's,
+//! `crate::sip::Sip`, `crate::webhooks::Webhooks`, `crate::ops::Ops`) with
+//! the handles they use and nothing more, built here from the same shared
+//! values.
 //!
-//! Not for: HTTP (see `crate::api`) or deciding anything (the engine does).
+//! Not for: HTTP (see `crate::site`) or deciding anything (the engine does).
 //! What a commit means (a number released, a webhook woken) is done by the
 //! one commit consumer (`super::commits`).
 
-use crate::api::key_cache::KeyCache;
-use crate::api::rate_limiters::RateLimiters;
+use crate::shared::admin::AdminConn;
 use crate::shared::clock::Clock;
 use crate::shared::config::LiveConfig;
 use crate::shared::expiries::Expiries;
 use crate::shared::health::Readiness;
+use crate::shared::idempotency::IdempotencyKeys;
+use crate::shared::key_cache::KeyCache;
 use crate::shared::leases::Leases;
 use crate::shared::metrics::Metrics;
 use crate::shared::offload::Offload;
+use crate::shared::rate_limiters::RateLimiters;
 use crate::shared::recent::RecentRows;
 use crate::shared::resolve::Resolver;
 use crate::sip::state::LineStates;
@@ -35,8 +38,12 @@ pub struct App {
     pub keys: Arc<KeyCache>,
     pub limiters: Arc<RateLimiters>,
     pub resolver: Resolver,
-    /// Threads for CPU-heavy work (password hashing).
+    /// Threads for CPU-heavy work (password hashing) and the operator
+    /// connection's changes.
     pub offload: Offload,
+    /// The one operator connection, opened at start (the dashboard's
+    /// changes).
+    pub admin: AdminConn,
     /// Every pending verification's expiry (see `crate::shared::expiries`).
     pub expiries: Expiries,
     /// The one clock decisions read (see `crate::shared::clock`).
@@ -54,6 +61,9 @@ pub struct App {
     pub recent: Arc<RecentRows>,
     /// How far the commit consumer has got.
     pub commits: Arc<CommitProgress>,
+    /// Creates' idempotency keys (recorded by the commit consumer, expired
+    /// and purged by the control loop).
+    pub idempotency: Arc<IdempotencyKeys>,
 }
 
 impl App {
@@ -66,20 +76,37 @@ impl App {
         self.stop.load(Ordering::Acquire)
     }
 
-    /// The public API's handles.
-    pub fn api(&self) -> crate::api::Api {
+    /// The site's handles: the public API's and the dashboard's.
+    pub fn site(&self) -> crate::site::Site {
+        crate::site::Site {
+            api: self.api(),
+            dashboard: self.dashboard(),
+        }
+    }
+
+    fn api(&self) -> crate::api::Api {
         crate::api::Api {
             store: self.store.clone(),
             leases: self.leases.clone(),
             keys: self.keys.clone(),
             limiters: self.limiters.clone(),
             resolver: self.resolver.clone(),
-            offload: self.offload.clone(),
             clock: self.clock.clone(),
             metrics: self.metrics.clone(),
             recent: self.recent.clone(),
             commits: self.commits.clone(),
-            db_path: self.config.read().database_path(),
+            idempotency: self.idempotency.clone(),
+        }
+    }
+
+    fn dashboard(&self) -> crate::dashboard::Dashboard {
+        crate::dashboard::Dashboard {
+            store: self.store.clone(),
+            keys: self.keys.clone(),
+            limiters: self.limiters.clone(),
+            clock: self.clock.clone(),
+            offload: self.offload.clone(),
+            admin: self.admin.clone(),
         }
     }
 
@@ -121,6 +148,7 @@ impl App {
             readiness: self.readiness.clone(),
             clock: self.clock.clone(),
             stop: self.stop.clone(),
+            idempotency: self.idempotency.clone(),
         }
     }
 }

@@ -4,7 +4,8 @@
 //! (`dialproof_storage::Committed`) on one unbounded queue; this thread
 //! takes them in commit order and turns each into its consequences, once:
 //! - a created verification: its expiry is scheduled, its rendered row
-//!   held for GETs (`crate::shared::recent`);
+//!   held for GETs (`crate::shared::recent`), and the answer of the
+//!   idempotency key it was created with recorded for retries;
 //! - a status change: the lease it ended goes back to the lease table, the
 //!   held row is replaced, the webhook driver is woken for the outbox row
 //!   written with it, the
@@ -21,8 +22,9 @@
 
 use crate::api::render;
 use crate::runtime::app::App;
+use dialproof_engine::idempotency::{Answer, IdempotencyKey};
 use dialproof_engine::ids::VerificationKey;
-use dialproof_storage::{CommitReceiver, Committed, Transitioned};
+use dialproof_storage::{CommitReceiver, Committed, StoredKey, Transitioned};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -43,10 +45,13 @@ pub fn spawn(app: Arc<App>, commits: CommitReceiver) -> std::io::Result<JoinHand
 
 fn apply(app: &App, event: Committed) {
     match event {
-        Committed::Created(row) => match VerificationKey::parse(&row.id) {
+        Committed::Created(row, stored_key) => match VerificationKey::parse(&row.id) {
             Some(key) => {
                 app.expiries.schedule([(row.expires_at, key)]);
                 app.recent.created(&row.id, row.company_id, render(&row));
+                if let Some(stored) = stored_key {
+                    record_key(app, *stored);
+                }
             }
             // Every id this service writes is a canonical ULID.
             None => tracing::error!(verification_id = %row.id,
@@ -57,6 +62,23 @@ fn apply(app: &App, event: Committed) {
         // and the database (which it polls) is its schedule's truth.
         Committed::AttemptRecorded(_) => {}
     }
+}
+
+/// A keyed create committed: retries of its key now replay its answer.
+fn record_key(app: &App, stored: StoredKey) {
+    let Some(key) = IdempotencyKey::from_stored(&stored.key) else {
+        // The API parsed it before it was written; it cannot fail.
+        tracing::error!(verification_id = %stored.verification_id,
+            "committed idempotency key does not parse; retries will read it from storage");
+        return;
+    };
+    let answer = Answer {
+        fingerprint: stored.fingerprint,
+        verification_id: Arc::from(stored.verification_id.as_str()),
+        body: Arc::from(stored.response_body.as_str()),
+        created_at: stored.created_at,
+    };
+    app.idempotency.record(stored.company_id, &key, answer);
 }
 
 fn transitioned(app: &App, t: Transitioned) {

@@ -1,7 +1,7 @@
 //! The control loop: the main thread's work while the service runs. It
 //! applies operator changes made in the database (keys, dedicated numbers)
 //! and configuration reloads (SIGHUP), rebuilding the lease table when the
-//! numbers change.
+//! numbers change, and purges idempotency keys past their retention.
 //!
 //! Not for: serving anything, or the reload's rules (`crate::shared::leases`
 //! checks what a reload may change).
@@ -10,6 +10,8 @@ use crate::runtime::app::App;
 use crate::runtime::promotion::Held;
 use crate::shared::config::Config;
 use crate::shared::leases::{build_table, check_reload};
+use crate::shared::wait::{Committing, Outcome};
+use dialproof_storage::{WriteOp, PURGE_BATCH_MAX};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,6 +40,7 @@ pub fn control_loop(
             continue;
         }
         last_poll = std::time::Instant::now();
+        purge_idempotency_keys(app);
         if let Err(e) = app.keys.refresh_if_changed() {
             tracing::warn!(error = %e, "refreshing keys failed");
         }
@@ -66,12 +69,53 @@ pub fn control_loop(
         let line_up = app.sip_lines.snapshot();
         match build_table(&config, &now_dedicated, &line_up).and_then(|t| app.leases.replace(t)) {
             Ok(carried) => {
+                app.idempotency
+                    .set_retention_hours(config.api.idempotency_key_hours());
                 *app.config.write() = config;
                 crate::sip::on_table_rebuilt(&app.sip());
                 dedicated = now_dedicated;
                 tracing::info!(carried, reload_config, "lease table rebuilt");
             }
             Err(e) => tracing::error!(error = %e, "lease table rebuild failed"),
+        }
+    }
+}
+
+/// Purges of stored idempotency keys per control tick, at most: each
+/// deletes up to `PURGE_BATCH_MAX` keys in one short transaction, so this
+/// keeps up with 100,000 keyed creates a second and never holds the writer
+/// for long.
+const PURGE_ROUNDS_PER_TICK: usize = 20;
+/// How long the control loop waits for one purge's commit.
+const PURGE_WAIT: Duration = Duration::from_secs(10);
+
+/// Idempotency keys past their retention leave memory and the database.
+/// A purge that fails is the next tick's: an expired key is never honoured
+/// anyway (reads and inserts compare its age), it only takes space.
+fn purge_idempotency_keys(app: &App) {
+    let now = app.now();
+    app.idempotency.expire(now);
+    let expired_before = app.idempotency.expired_before(now);
+    for _ in 0..PURGE_ROUNDS_PER_TICK {
+        let purged = app
+            .store
+            .commit(PURGE_WAIT, |reply| WriteOp::PurgeIdempotencyKeys {
+                expired_before,
+                reply,
+            });
+        match purged {
+            Outcome::Done(n) => {
+                app.metrics
+                    .idempotency_keys_purged
+                    .fetch_add(n as u64, Ordering::Relaxed);
+                if n < PURGE_BATCH_MAX {
+                    return;
+                }
+            }
+            other => {
+                tracing::warn!(error = %other, "purging idempotency keys failed");
+                return;
+            }
         }
     }
 }

@@ -7,24 +7,27 @@
 //! stop taking connections, requests in progress are answered, SIP lines
 //! unregister and the writer drains its queue before exit.
 //!
-//! Not for: request handling (`crate::api`), recovery's details
+//! Not for: request handling (`crate::site`), recovery's details
 //! (`super::recovery`) or the control loop (`super::control`).
 
-use crate::api::key_cache::KeyCache;
 use crate::cli::ServeArgs;
-use crate::http::listener::{self, Listening, COROUTINE_STACK_BYTES};
+use crate::http::listener::{self, Listening};
 use crate::http::{redirect, tls};
 use crate::runtime::app::App;
 use crate::runtime::control::control_loop;
 use crate::runtime::heartbeat;
 use crate::runtime::promotion::{promote, Held};
 use crate::runtime::recovery::recover;
+use crate::shared::admin::AdminConn;
 use crate::shared::clock::Clock;
 use crate::shared::config::{Config, ReplicationMode};
+use crate::shared::idempotency::IdempotencyKeys;
+use crate::shared::key_cache::KeyCache;
 use crate::shared::leases::{build_table, Leases};
+use crate::shared::offload::Offload;
 use crate::shared::resolve::{self, Resolver};
 use crate::sip::SipHandle;
-use crate::{api, http};
+use crate::{http, site};
 use anyhow::{Context, Result};
 use dialproof_storage::{CommitProgress, CommitReceiver, CommitSink, Options, Store};
 use parking_lot::RwLock;
@@ -81,7 +84,7 @@ fn configure_runtime(config: &Config) -> usize {
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     may::config()
         .set_workers(workers)
-        .set_stack_size(COROUTINE_STACK_BYTES);
+        .set_stack_size(crate::coroutine::STACK_BYTES);
     may::config().set_worker_pin(true);
     // The phone metadata takes ~70 ms to load: pay it now, not on the first
     // create.
@@ -235,6 +238,10 @@ fn build_app(
     // which the allocator keeps resident.
     let numbers_total: usize = table.stats().iter().map(|s| s.total).sum();
     let (webhook_waker, webhook_wakes) = crate::webhooks::waker::channel();
+    let offload = Offload::start()?;
+    // Once, here: opening one migrates the schema, so never per request.
+    let admin = AdminConn::open(&config.database_path(), offload.clone())
+        .map_err(|e| anyhow::anyhow!("opening the operator connection: {e}"))?;
     let app = Arc::new(App {
         store,
         leases: Arc::new(Leases::new(table)),
@@ -242,7 +249,8 @@ fn build_app(
         limiters: Default::default(),
         // The system resolver; an in-process test would hand in its own.
         resolver: Resolver::start(Arc::new(resolve::System))?,
-        offload: crate::shared::offload::Offload::start()?,
+        offload,
+        admin,
         expiries: Default::default(),
         clock,
         metrics: Default::default(),
@@ -254,6 +262,7 @@ fn build_app(
         readiness: Default::default(),
         recent: Default::default(),
         commits,
+        idempotency: IdempotencyKeys::new(config.api.idempotency_key_hours()),
     });
     Ok((app, webhook_wakes, numbers_total))
 }
@@ -274,7 +283,7 @@ fn spawn_ops(app: &App, config: &Config) -> Result<Option<SocketAddr>> {
     Ok(Some(listening.addr))
 }
 
-/// The HTTPS listener with the API, and the plain-HTTP redirect listener
+/// The HTTPS listener with the site, and the plain-HTTP redirect listener
 /// when `[server] http_listen` is set.
 fn spawn_web(app: &App, config: &Config) -> Result<(Listening, Option<Listening>)> {
     let (cert, key) = tls::ensure_certificate(
@@ -291,12 +300,12 @@ fn spawn_web(app: &App, config: &Config) -> Result<(Listening, Option<Listening>
         idle_timeout: config.server.idle_timeout(),
         ..http::Limits::default()
     };
-    let api = app.api();
+    let site = app.site();
     let https = listener::spawn_https(
         config.server.https_listen,
         tls_config,
         limits,
-        Arc::new(move |req| api::handle(&api, req)),
+        Arc::new(move |req| site::handle(&site, req)),
         app.stop.clone(),
     )
     .with_context(|| format!("binding HTTPS on {}", config.server.https_listen))?;

@@ -113,6 +113,14 @@ pub struct Metrics {
     /// 503s, per pool (`Pool::index`).
     pub creates_rejected_no_number: [AtomicU64; 2],
     pub creates_invalid: AtomicU64,
+    /// Creates answered with a key's stored 201.
+    pub creates_replayed: AtomicU64,
+    /// The 409 `idempotency_conflict`: a key reused with another body.
+    pub idempotency_mismatches: AtomicU64,
+    /// The 409 `conflict`: a key's create still running.
+    pub idempotency_in_flight: AtomicU64,
+    /// Stored keys purged after their retention.
+    pub idempotency_keys_purged: AtomicU64,
     pub auth_failures: AtomicU64,
     pub throttled: AtomicU64,
     pub completed: AtomicU64,

@@ -117,7 +117,7 @@ mod tests {
     fn a_coroutine_gets_the_jobs_value_from_a_named_thread() {
         let pool = ThreadPool::start("test-pool", 2, 4).unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
-        crate::http::listener::spawn_coroutine(move || {
+        crate::coroutine::spawn(move || {
             let answer = pool.run(WAIT, || std::thread::current().name().map(str::to_owned));
             let _ = tx.send(answer);
         });

@@ -7,8 +7,111 @@
 //!
 //! Not for: fire-and-forget work, which needs no reply.
 
-use dialproof_storage::{Reply, StorageError};
+use dialproof_storage::{Reply, StorageError, Store, WriteOp};
+use std::fmt;
 use std::time::Duration;
+
+/// How a write (or read) that a request waited for ended.
+#[derive(Debug)]
+pub enum Outcome<T> {
+    /// Committed (or read); the writer's answer.
+    Done(T),
+    /// Surely not done: the writer refused it, answered with an error, or
+    /// dropped it without an answer.
+    Failed(StorageError),
+    /// No answer within the wait: it may still commit (its consequences are
+    /// then the commit consumer's, as for any commit).
+    TimedOut,
+}
+
+impl<T> fmt::Display for Outcome<T> {
+    /// Why the outcome is not what the caller needed, for a log line.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Outcome::Done(_) => f.write_str("unexpected answer"),
+            Outcome::Failed(e) => write!(f, "{e}"),
+            Outcome::TimedOut => f.write_str("timed out"),
+        }
+    }
+}
+
+/// The store, as code that waits for its answers uses it.
+pub trait Committing {
+    /// Submits the op `make` builds around its reply and waits up to
+    /// `timeout` for the writer's answer.
+    fn commit<T: Send + 'static>(
+        &self,
+        timeout: Duration,
+        make: impl FnOnce(Reply<Result<T, StorageError>>) -> WriteOp,
+    ) -> Outcome<T>;
+
+    /// Like [`Committing::commit`], with `guard` carried inside the reply:
+    /// it comes back with the answer, or is dropped wherever the answer is
+    /// lost (refused, never answered, or answered after the wait ended), so
+    /// whatever its drop does happens exactly once.
+    fn commit_holding<T: Send + 'static, G: Send + 'static>(
+        &self,
+        timeout: Duration,
+        guard: G,
+        make: impl FnOnce(Reply<Result<T, StorageError>>) -> WriteOp,
+    ) -> (Outcome<T>, Option<G>);
+
+    /// Runs `job` on a reader thread and waits up to `timeout` for it.
+    fn read_within<T: Send + 'static>(
+        &self,
+        timeout: Duration,
+        job: impl FnOnce(&dialproof_storage::Reader) -> Result<T, StorageError> + Send + 'static,
+    ) -> Outcome<T>;
+}
+
+impl Committing for Store {
+    fn commit<T: Send + 'static>(
+        &self,
+        timeout: Duration,
+        make: impl FnOnce(Reply<Result<T, StorageError>>) -> WriteOp,
+    ) -> Outcome<T> {
+        self.commit_holding(timeout, (), make).0
+    }
+
+    fn commit_holding<T: Send + 'static, G: Send + 'static>(
+        &self,
+        timeout: Duration,
+        guard: G,
+        make: impl FnOnce(Reply<Result<T, StorageError>>) -> WriteOp,
+    ) -> (Outcome<T>, Option<G>) {
+        let (tx, rx) = may::sync::mpsc::channel();
+        let reply: Reply<Result<T, StorageError>> = Box::new(move |value| {
+            // If the waiter is gone, the guard is dropped here, with the
+            // value it no longer waits for.
+            let _ = tx.send((value, guard));
+        });
+        if let Err(e) = self.submit(make(reply)) {
+            // The op (and the guard inside its reply) was dropped unrun.
+            return (Outcome::Failed(e), None);
+        }
+        match rx.recv_timeout(timeout) {
+            Ok((Ok(v), guard)) => (Outcome::Done(v), Some(guard)),
+            Ok((Err(e), guard)) => (Outcome::Failed(e), Some(guard)),
+            // Timed out, or the reply was dropped uncalled (with the guard).
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => (Outcome::TimedOut, None),
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                (Outcome::Failed(StorageError::Closed), None)
+            }
+        }
+    }
+
+    fn read_within<T: Send + 'static>(
+        &self,
+        timeout: Duration,
+        job: impl FnOnce(&dialproof_storage::Reader) -> Result<T, StorageError> + Send + 'static,
+    ) -> Outcome<T> {
+        match wait_for(timeout, |reply| self.read(job, reply)) {
+            Some(Ok(Ok(v))) => Outcome::Done(v),
+            Some(Ok(Err(e))) | Some(Err(e)) => Outcome::Failed(e),
+            None => Outcome::TimedOut,
+        }
+    }
+}
 
 /// Why a waited-for storage answer was not what the caller needed, for a
 /// log line: `timed out`, or the storage error's text.

@@ -18,6 +18,10 @@
 //!    with the line's code. It is never answered: no 200, no media, so the
 //!    caller pays nothing.
 //!
+//! Steps 3 to 5 all answer the line's reject code, so each final response
+//! also names its [`CallOutcome`] in a `Warning` header (the provider's
+//! logs and `dialproof-sim` read it; any other peer ignores it).
+//!
 //! Not for: SIP transactions (the engine's endpoint) or sockets (`driver`).
 
 use super::line_info::LineInfo;
@@ -26,6 +30,7 @@ use super::SipStats;
 use dialproof_engine::lease::Lease;
 use dialproof_engine::sip::identity::{caller, Caller, Source};
 use dialproof_engine::sip::message::Message;
+use dialproof_engine::sip::outcome::CallOutcome;
 use dialproof_engine::sip::route::{route_invite, Header, Route};
 use dialproof_engine::time::UnixMillis;
 use dialproof_engine::verification::Event;
@@ -38,21 +43,22 @@ pub enum Verdict {
     /// From an address no line trusts (possibly forged): answer this once,
     /// keep no transaction, never retransmit.
     Untrusted(u16),
-    /// Send this final response at once.
-    Reject(u16),
+    /// Send this final response at once, with the call's outcome when the
+    /// INVITE reached one of a line's numbers.
+    Reject(u16, Option<CallOutcome>),
     /// A transition was queued; its reply will call the decision callback.
     Pending,
 }
 
 /// Decides on an INVITE that arrived at `at` from `src`. When the verdict
 /// is [`Verdict::Pending`], `decide` is called exactly once later (on the
-/// writer thread) with the final response code.
+/// writer thread) with the final response code and the call's outcome.
 pub fn on_invite(
     ctx: &Arc<Sip>,
     src: SocketAddr,
     msg: &Message,
     at: UnixMillis,
-    decide: Box<dyn FnOnce(u16) + Send>,
+    decide: Box<dyn FnOnce(u16, CallOutcome) + Send>,
 ) -> Verdict {
     let stats = &ctx.stats;
     SipStats::inc(&stats.invites);
@@ -76,7 +82,7 @@ pub fn on_invite(
         SipStats::inc(&stats.rejected_no_lease);
         tracing::warn!(%src, call_id, dial_number = %dialled.number, header = dialled.header.as_str(),
             line = %dialled.line.name, "call to a number with no active lease; rejected, nothing changed");
-        return Verdict::Reject(code);
+        return Verdict::Reject(code, Some(CallOutcome::NoPendingVerification));
     };
     let line = dialled.line;
     match caller(msg, line.region, line.trust_asserted_identity) {
@@ -96,7 +102,7 @@ pub fn on_invite(
             SipStats::inc(&stats.rejected_withheld);
             tracing::warn!(%src, call_id, dial_number = %dialled.number, reason = why.as_str(),
                 "call with a withheld caller number; rejected, verification left pending");
-            Verdict::Reject(code)
+            Verdict::Reject(code, Some(CallOutcome::CallerWithheld))
         }
     }
 }
@@ -122,9 +128,9 @@ enum Misroute {
 impl Misroute {
     fn answer(&self) -> Verdict {
         match self {
-            Misroute::OtherLine { .. } => Verdict::Reject(403),
-            Misroute::NotOurs { .. } => Verdict::Reject(404),
-            Misroute::Impossible => Verdict::Reject(500),
+            Misroute::OtherLine { .. } => Verdict::Reject(403, None),
+            Misroute::NotOurs { .. } => Verdict::Reject(404, None),
+            Misroute::Impossible => Verdict::Reject(500, None),
         }
     }
 }
@@ -197,12 +203,12 @@ struct Call {
 }
 
 /// Submits the call's transition; its reply logs the outcome and calls
-/// `decide` with the final response code.
+/// `decide` with the final response code and that outcome.
 fn submit_call(
     ctx: &Arc<Sip>,
     call: Call,
     at: UnixMillis,
-    decide: Box<dyn FnOnce(u16) + Send>,
+    decide: Box<dyn FnOnce(u16, CallOutcome) + Send>,
 ) -> Verdict {
     let replied = ctx.clone();
     let Call {
@@ -220,25 +226,31 @@ fn submit_call(
         generation: Some(generation),
         event: Event::Call { at, caller },
         reply: Some(Box::new(move |result| {
-            match &result {
+            let outcome = match &result {
                 Ok(t) if t.changed => {
                     SipStats::inc(&replied.stats.completed);
                     tracing::info!(dial_number = %dial, header = header.as_str(),
                         caller = %caller_for_log, source = source.as_str(), line = %line,
                         verification_id = t.row.as_ref().map_or("", |r| r.id.as_str()),
                         "call completed a verification");
+                    CallOutcome::Completed
                 }
-                Ok(_) => tracing::warn!(dial_number = %dial,
-                    "call found no pending verification for the lease (ended meanwhile)"),
-                Err(e) => tracing::error!(dial_number = %dial, error = %e,
-                    "call transition failed"),
-            }
-            decide(code);
+                Ok(_) => {
+                    tracing::warn!(dial_number = %dial,
+                        "call found no pending verification for the lease (ended meanwhile)");
+                    CallOutcome::NoPendingVerification
+                }
+                Err(e) => {
+                    tracing::error!(dial_number = %dial, error = %e, "call transition failed");
+                    CallOutcome::NotRecorded
+                }
+            };
+            decide(code, outcome);
         })),
     };
     if let Err(e) = ctx.store.submit(op) {
         tracing::error!(error = %e, "call transition not queued");
-        return Verdict::Reject(500);
+        return Verdict::Reject(500, Some(CallOutcome::NotRecorded));
     }
     Verdict::Pending
 }

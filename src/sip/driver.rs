@@ -16,6 +16,7 @@ use super::lines::set_line_up;
 use super::Sip;
 use super::SipStats;
 use dialproof_engine::sip::message::{Message, DATAGRAM_BYTES_MAX};
+use dialproof_engine::sip::outcome::CallOutcome;
 use dialproof_engine::sip::ping::{Change, Pinger};
 use dialproof_engine::sip::register::{Outcome, Registration};
 use dialproof_engine::sip::server::{Dropped, Endpoint, Event, Transmit, TxId};
@@ -42,7 +43,7 @@ const UNREGISTER_WAIT: Duration = Duration::from_secs(2);
 
 pub(super) enum Input {
     Datagram(SocketAddr, Vec<u8>),
-    Decision(TxId, u16),
+    Decision(TxId, u16, CallOutcome),
 }
 
 /// A running SIP driver.
@@ -219,8 +220,9 @@ impl Driver {
     fn handle(&mut self, input: Input) {
         let now = self.clock.now();
         match input {
-            Input::Decision(id, code) => {
-                self.endpoint.respond(now, id, code);
+            Input::Decision(id, code, outcome) => {
+                self.endpoint
+                    .respond_with_warning(now, id, code, Some(outcome.warning()));
             }
             Input::Datagram(src, bytes) => {
                 self.queued.fetch_sub(1, Ordering::AcqRel);
@@ -252,15 +254,16 @@ impl Driver {
                 // The moment of the call is when its INVITE arrived.
                 let at = self.ctx.now();
                 let tx = self.tx.clone();
-                let decide = Box::new(move |code: u16| {
-                    let _ = tx.send(Input::Decision(id, code));
+                let decide = Box::new(move |code: u16, outcome: CallOutcome| {
+                    let _ = tx.send(Input::Decision(id, code, outcome));
                 });
                 match on_invite(&self.ctx, src, &message, at, decide) {
                     Verdict::Untrusted(code) => {
                         self.endpoint.respond_stateless(id, code);
                     }
-                    Verdict::Reject(code) => {
-                        self.endpoint.respond(now, id, code);
+                    Verdict::Reject(code, outcome) => {
+                        let warning = outcome.map(CallOutcome::warning);
+                        self.endpoint.respond_with_warning(now, id, code, warning);
                     }
                     // The final waits for a commit: tell the caller we have it.
                     Verdict::Pending => self.endpoint.trying(id),

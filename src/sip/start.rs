@@ -9,7 +9,7 @@ use super::driver::{
 use super::line_info::{resolve_lines, LineInfo};
 use super::lines::set_line_up;
 use super::Sip;
-use crate::http::listener::spawn_coroutine;
+use crate::coroutine;
 use crate::shared::config::{Config, LineConfig, LineMode};
 use anyhow::{Context, Result};
 use dialproof_engine::sip::ping::{PingConfig, Pinger};
@@ -148,7 +148,7 @@ fn start_coroutines(
             receiving.clone(),
         );
         let receiver = ctx.clone();
-        spawn_coroutine(move || receive(&socket, &tx, &queued, &receiving, &receiver));
+        coroutine::spawn(move || receive(&socket, &tx, &queued, &receiving, &receiver));
     }
     let (done_tx, done_rx) = may::sync::mpsc::channel();
     let driver = Driver {
@@ -160,7 +160,7 @@ fn start_coroutines(
         tx,
         queued,
     };
-    spawn_coroutine(move || {
+    coroutine::spawn(move || {
         driver.run(rx);
         receiving.store(false, Ordering::Release);
         let _ = done_tx.send(());

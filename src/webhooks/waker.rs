@@ -36,7 +36,7 @@ impl Waker {
     }
 }
 
-/// The waker for `Webhooks`, and the receiving end for [`spawn`].
+/// The waker for `Webhooks`, and the receiving end for [`super::spawn`].
 pub fn channel() -> (Waker, Receiver<i64>) {
     let (tx, rx) = bounded(WAKE_QUEUE_MAX);
     (Waker { tx }, rx)

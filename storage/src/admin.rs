@@ -58,10 +58,13 @@ pub(crate) fn unchanged<T>(value: T) -> Result<Changed<T>> {
 
 impl Admin {
     /// Opens the database at `path`, creating and migrating it if needed.
+    /// Logged at DEBUG, so a test can count the opens (the service opens
+    /// one for all its operator changes).
     pub fn open(path: &Path) -> Result<Admin, StorageError> {
         conn::create_parent_dir(path)?;
         let conn = conn::open(path, Role::Admin)?;
         schema::migrate(&conn)?;
+        tracing::debug!(path = %path.display(), "operator connection opened");
         Ok(Admin { conn })
     }
 
@@ -142,6 +145,22 @@ impl Admin {
             .conn
             .prepare_cached("SELECT count(*) FROM rejections WHERE company_id = ?1")?
             .query_row(params![company_id], |r| r.get(0))?)
+    }
+
+    /// Idempotency keys of `company_id` that more than one verification
+    /// was created with, with their counts (the crash harness checks there
+    /// are none: one key, at most one verification).
+    pub fn keys_with_several_verifications(
+        &self,
+        company_id: CompanyId,
+    ) -> Result<Vec<(String, i64)>, StorageError> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT idempotency_key, count(*) FROM verifications \
+             WHERE company_id = ?1 AND idempotency_key IS NOT NULL \
+             GROUP BY idempotency_key HAVING count(*) > 1",
+        )?;
+        let rows = stmt.query_map(params![company_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
     /// One company by id.
@@ -333,7 +352,7 @@ impl Admin {
     }
 
     /// Replaces the company's development webhook URLs (plain `http`
-    /// allowed). Blank entries are dropped; see [`check_dev_urls`] for what
+    /// allowed). Blank entries are dropped; see `check_dev_urls` for what
     /// is `Invalid`.
     pub fn set_dev_webhook_urls(
         &self,

@@ -37,6 +37,7 @@
 //! `Reply`), or deciding what a consequence is (the consumer in the binary
 //! releases, wakes and logs).
 
+use crate::idempotency::StoredKey;
 use crate::rows::{DeliveryRow, ReleasedLease, VerificationRow};
 use crate::stats::Counters;
 use crossbeam_channel::{unbounded, Receiver, RecvTimeoutError, Sender};
@@ -48,8 +49,9 @@ use std::time::Duration;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Committed {
     /// `WriteOp::InsertVerification`: the verification is stored; its lease
-    /// is live and its expiry should be scheduled.
-    Created(VerificationRow),
+    /// is live and its expiry should be scheduled. With the key it was
+    /// created with and its answer, if any (retries now replay it).
+    Created(VerificationRow, Option<Box<StoredKey>>),
     /// A `Transition` or `TransitionByNumber` that changed the status.
     Transitioned(Transitioned),
     /// `WriteOp::RecordAttempt`: the delivery as the attempt left it (a

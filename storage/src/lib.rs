@@ -14,7 +14,7 @@
 //! Files, in the order a write travels: `store` (handle, queues, shutdown),
 //! `ops` (what is queued, and the reply type), `writer` (the group-commit
 //! thread; its `batch`, `op`, `replies`, `transition` and `inserts`),
-//! `committed` (the events after COMMIT), `checkpoint` (WAL policy),
+//! `idempotency` (a create's key, stored with its row), `committed` (the events after COMMIT), `checkpoint` (WAL policy),
 //! `stats` (counters); then `reader` (queries and reader threads), `admin`
 //! (the operator's changes), `companies` (the queries both share), `meta`
 //! (the change counter), `replica` (the heartbeat and what a promoted
@@ -24,6 +24,18 @@
 //! and totals), `rows` (row types and mapping), `schema`
 //! (migrations), `conn` (connection settings), `failpoints` (crash and
 //! error injection), `error`.
+//!
+//! Replication: under Litestream (`Replication::Litestream`, the
+//! configuration's `replication = "litestream"`) the writer leaves the
+//! WAL's reset to Litestream (see `checkpoint`) and commits a heartbeat
+//! every second (`meta.heartbeat_at`), so a replica knows how recent it is
+//! without traffic; `replica` reads what a promoted standby needs from a
+//! restored file. `tests/it/replication.rs` checks that in this mode the WAL
+//! header never changes and the file never shrinks while 20 MiB go through
+//! it under a Litestream-like reader, and that without it shutdown
+//! truncates the WAL. The bundled SQLite (3.54.1, rusqlite 0.43) is recent
+//! enough for two processes that write and checkpoint one WAL database
+//! (3.51.3 or later).
 //!
 //! Not for: HTTP (storage knows rows, not status codes), clocks (every time
 //! is passed in as `now`/`at`), decisions (the engine's state machine
@@ -40,6 +52,7 @@ mod dashboard_ops;
 mod deliveries;
 mod error;
 mod failpoints;
+mod idempotency;
 mod meta;
 mod ops;
 mod reader;
@@ -64,6 +77,7 @@ pub use deliveries::{
 };
 pub use error::StorageError;
 pub use failpoints::{FailPoints, FAIL_POINT_NAMES};
+pub use idempotency::{Inserted, KeyedCreate, StoredKey, PURGE_BATCH_MAX};
 pub use ops::{Reply, WriteOp};
 pub use reader::{PendingLease, Reader, Undelivered, DUE_DELIVERIES_LIMIT_MAX};
 pub use rejections::{RejectionRow, REJECTIONS_LISTED_MAX};

@@ -10,6 +10,7 @@
 
 use crate::deliveries::NewAttempt;
 use crate::error::StorageError;
+use crate::idempotency::{Inserted, KeyedCreate};
 use crate::rows::{NewRejection, TransitionResult, VerificationRow};
 use crate::users::NewSession;
 use dialproof_engine::time::UnixMillis;
@@ -28,9 +29,14 @@ pub type Reply<T> = Box<dyn FnOnce(T) + Send + 'static>;
 /// One write, as queued by `Store::submit`.
 pub enum WriteOp {
     /// Store a new verification; the reply comes after COMMIT (the 201).
+    /// With `keyed` (exactly when `row.idempotency_key` is set), the key and
+    /// its answer are stored in the same transaction, or, if the key is
+    /// already stored for the company within its retention, nothing is
+    /// written and the reply carries the stored answer.
     InsertVerification {
         row: VerificationRow,
-        reply: Reply<Result<(), StorageError>>,
+        keyed: Option<Box<KeyedCreate>>,
+        reply: Reply<Result<Inserted, StorageError>>,
     },
     /// Apply `event` to verification `id` (scoped to `company_id` if given),
     /// persist the result and its outbox row, then reply.
@@ -75,6 +81,12 @@ pub enum WriteOp {
         session: NewSession,
         reply: Reply<Result<(), StorageError>>,
     },
+    /// Delete up to `idempotency::PURGE_BATCH_MAX` idempotency keys
+    /// created at or before `expired_before`; the reply carries how many.
+    PurgeIdempotencyKeys {
+        expired_before: UnixMillis,
+        reply: Reply<Result<usize, StorageError>>,
+    },
     /// Move the heartbeat moment forward to `at` (never backward), so a
     /// replica knows how recent it is without traffic (see `replica`);
     /// reply after COMMIT.
@@ -96,6 +108,7 @@ impl WriteOp {
             WriteOp::RecordAttempt { .. } => "record_attempt",
             WriteOp::InsertSession { .. } => "insert_session",
             WriteOp::Heartbeat { .. } => "heartbeat",
+            WriteOp::PurgeIdempotencyKeys { .. } => "purge_idempotency_keys",
         }
     }
 }

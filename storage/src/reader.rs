@@ -71,6 +71,22 @@ impl Reader {
 
     /// The verification `id` if it belongs to `company_id`; another
     /// company's id is `None`, exactly like an unknown one.
+    /// The stored idempotency key `key` of `company`, if created after
+    /// `expired_before` (a retry whose key is not in the binary's memory).
+    pub fn idempotency_key(
+        &self,
+        company_id: CompanyId,
+        key: &str,
+        expired_before: UnixMillis,
+    ) -> Result<Option<crate::StoredKey>, StorageError> {
+        crate::idempotency::lookup(&self.conn, company_id, key, expired_before)
+    }
+
+    /// How many idempotency keys are stored.
+    pub fn idempotency_key_count(&self) -> Result<u64, StorageError> {
+        crate::idempotency::count(&self.conn)
+    }
+
     pub fn verification(
         &self,
         id: &str,

@@ -59,7 +59,7 @@ pub(crate) fn list(
 }
 
 impl Admin {
-    /// The newest rejections, of one company or of all (see [`list`]).
+    /// The newest rejections, of one company or of all (see the module's `list`).
     pub fn list_rejections(
         &self,
         company_id: Option<CompanyId>,

@@ -35,6 +35,8 @@ pub struct VerificationRow {
     pub caller_id: String,
     pub lease_generation: u32,
     pub failure_reason: Option<String>,
+    /// The `Idempotency-Key` the verification was created with, if any.
+    pub idempotency_key: Option<String>,
 }
 
 impl VerificationRow {
@@ -59,6 +61,7 @@ impl VerificationRow {
             caller_id: String::new(),
             lease_generation: started.lease_generation,
             failure_reason: None,
+            idempotency_key: None,
         }
     }
 }
@@ -170,7 +173,7 @@ pub struct DeliveryRow {
 /// Column list matching [`verification_from_row`], in order.
 pub(crate) const VERIFICATION_COLUMNS: &str = "id, company_id, api_key_id, phone, dial_number, \
      pool, client_ref, info, webhook_url, ttl_seconds, status, created_at, expires_at, \
-     completed_at, caller_id, lease_generation, failure_reason";
+     completed_at, caller_id, lease_generation, failure_reason, idempotency_key";
 
 pub(crate) fn verification_from_row(r: &Row<'_>) -> Result<VerificationRow> {
     let pool_text: String = r.get(5)?;
@@ -195,6 +198,7 @@ pub(crate) fn verification_from_row(r: &Row<'_>) -> Result<VerificationRow> {
         caller_id: r.get(14)?,
         lease_generation: to_u32(r.get(15)?, "verifications.lease_generation")?,
         failure_reason: r.get(16)?,
+        idempotency_key: r.get(17)?,
     })
 }
 

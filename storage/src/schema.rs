@@ -147,6 +147,32 @@ pub(crate) const MIGRATIONS: &[&[&str]] = &[&[
      ON verifications(company_id, client_ref, created_at) WHERE client_ref != ''",
     "CREATE INDEX rejections_company_phone ON rejections(company_id, phone, created_at)",
     "ALTER TABLE api_keys ADD COLUMN deleted_at INTEGER NULL",
+],
+// 4: retry-safe creates, and the lease invariant in the database itself.
+// A create's Idempotency-Key is stored with its verification, in the same
+// transaction: the key, the request's fingerprint and the exact 201 body,
+// unique per company, purged after the retention (by `created_at`). The
+// verification keeps the key it was created with for the dashboard, after
+// the key's own row is purged. And no dial number is ever held by two
+// pending verifications: the partial index that finds a call's
+// verification becomes unique, so a write that would break the invariant
+// fails instead of being stored.
+&[
+    "CREATE TABLE idempotency_keys (
+        id INTEGER PRIMARY KEY,
+        company_id INTEGER NOT NULL,
+        key TEXT NOT NULL,
+        fingerprint BLOB NOT NULL,
+        verification_id TEXT NOT NULL,
+        response_body TEXT NOT NULL,
+        created_at INTEGER NOT NULL
+    )",
+    "CREATE UNIQUE INDEX idempotency_keys_company_key ON idempotency_keys(company_id, key)",
+    "CREATE INDEX idempotency_keys_created ON idempotency_keys(created_at)",
+    "ALTER TABLE verifications ADD COLUMN idempotency_key TEXT NULL",
+    "DROP INDEX verifications_pending_dial",
+    "CREATE UNIQUE INDEX verifications_pending_dial ON verifications(dial_number) \
+     WHERE status = 'pending'",
 ]];
 
 /// The `user_version` of a fully migrated database.

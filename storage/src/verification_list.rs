@@ -59,6 +59,8 @@ pub struct ListedRow {
     pub expires_at: Option<UnixMillis>,
     pub caller_id: String,
     pub reason: Option<String>,
+    /// The `Idempotency-Key` a verification was created with.
+    pub idempotency_key: Option<String>,
 }
 
 /// One page and where the next one starts (`None`: this was the last).
@@ -85,10 +87,10 @@ pub struct Totals {
 }
 
 const VERIFICATION_SELECT: &str = "SELECT id AS sort_id, id, status, phone, dial_number, \
-     client_ref, created_at, completed_at, expires_at, caller_id, NULL AS reason \
-     FROM verifications WHERE company_id = ? AND created_at >= ? AND created_at < ?";
+     client_ref, created_at, completed_at, expires_at, caller_id, NULL AS reason, \
+     idempotency_key FROM verifications WHERE company_id = ? AND created_at >= ? AND created_at < ?";
 const REJECTION_SELECT: &str = "SELECT printf('r%015d', id) AS sort_id, NULL, 'failed', phone, \
-     NULL, '', created_at, NULL, NULL, '', reason \
+     NULL, '', created_at, NULL, NULL, '', reason, NULL \
      FROM rejections WHERE company_id = ? AND created_at >= ? AND created_at < ?";
 
 /// One table's half of the query, with its own filters and ORDER/LIMIT so
@@ -147,6 +149,7 @@ fn listed_from_row(r: &Row<'_>) -> Result<ListedRow> {
         expires_at: r.get::<_, Option<i64>>(8)?.map(UnixMillis),
         caller_id: r.get(9)?,
         reason: r.get(10)?,
+        idempotency_key: r.get(11)?,
     })
 }
 
@@ -234,12 +237,12 @@ pub(crate) fn totals(
 }
 
 impl Reader {
-    /// One page of the dashboard's verification list (see [`list`]).
+    /// One page of the dashboard's verification list (see the module's `list`).
     pub fn verification_list(&self, filter: &ListFilter) -> Result<ListPage, StorageError> {
         list(self.conn(), filter)
     }
 
-    /// The period's totals and buckets (see [`totals`]).
+    /// The period's totals and buckets (see the module's `totals`).
     pub fn verification_totals(
         &self,
         company_id: CompanyId,

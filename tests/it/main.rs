@@ -4,8 +4,12 @@
 //! clock) through the interfaces a user has: HTTPS, SIP over UDP with sipp
 //! or Kamailio, a real webhook receiver, the operator CLI, a real browser.
 //!
-//! - [`api`]: the public API (create, read, cancel, keys, rate limits,
-//!   pools, TTL, the schema and the explorer, the redirect listener);
+//! - [`api`]: the public API (create, read, cancel, keys, Idempotency-Key,
+//!   rate limits, pools, TTL, the schema and the explorer, the redirect
+//!   listener);
+//! - [`accounts`]: the account rules the CLI and the dashboard share
+//!   (labels, secret rotation, development URLs, users, sessions, the
+//!   login window);
 //! - [`sip`]: inbound calls, CANCEL, registration, a real registrar;
 //! - [`webhooks`]: delivery, signatures, retries, limits, the SSRF guard at
 //!   delivery, TLS;
@@ -28,6 +32,7 @@
 
 mod support;
 
+mod accounts;
 mod api;
 mod dashboard;
 mod ops;

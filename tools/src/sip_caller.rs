@@ -54,7 +54,7 @@ pub struct CallTotals {
     pub latency_us: Histogram<u64>,
 }
 
-/// Runs the caller thread; [`SipCaller::call`] queues calls.
+/// Runs the caller thread; [`CallQueue::call`] queues calls.
 pub struct SipCaller {
     tx: SyncSender<(String, String)>,
     stop: Arc<AtomicBool>,

@@ -143,3 +143,53 @@ fn the_receiver_needs_a_secret_and_a_loopback_address() {
     );
     assert_eq!(code, 1, "fewer events than asked before the timeout");
 }
+
+/// README "A first verification" and tools/README.md: every tool explains
+/// itself with `--help` (exit 0, usage on stdout), subcommands included.
+#[test]
+fn every_tool_answers_help() {
+    let tools = [
+        (env!("CARGO_BIN_EXE_dialproof-sim"), &["--help"][..]),
+        (env!("CARGO_BIN_EXE_dialproof-sim"), &["call", "--help"][..]),
+        (
+            env!("CARGO_BIN_EXE_dialproof-sim"),
+            &["registrar", "--help"][..],
+        ),
+        (LOAD, &["--help"][..]),
+        (RECEIVER, &["--help"][..]),
+        (
+            env!("CARGO_BIN_EXE_dialproof-restart-bench"),
+            &["--help"][..],
+        ),
+        (env!("CARGO_BIN_EXE_dialproof-crash-loop"), &["--help"][..]),
+    ];
+    for (bin, args) in tools {
+        let (code, text) = run(bin, args);
+        assert_eq!(code, 0, "{bin} {args:?} exited {code}:\n{text}");
+        assert!(
+            text.contains("Usage:"),
+            "{bin} {args:?} printed no usage:\n{text}"
+        );
+    }
+}
+
+/// README "A first verification": `--to "$DIAL"` with a variable that was
+/// never set is refused before anything is sent, not dialled as "".
+#[test]
+fn the_simulator_refuses_an_empty_number() {
+    let (code, text) = run(
+        env!("CARGO_BIN_EXE_dialproof-sim"),
+        &[
+            "call",
+            "--to",
+            "",
+            "--from",
+            "+79161234567",
+            "--target",
+            "127.0.0.1:9",
+        ],
+    );
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("--to"), "{text}");
+    assert!(!text.contains("calling"), "a call was placed:\n{text}");
+}

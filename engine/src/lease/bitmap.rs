@@ -91,11 +91,11 @@ impl SubPool {
     /// Why next-fit and not lowest-free: a just-released number sits behind
     /// the cursor, so it is issued again only after the search has wrapped
     /// around the whole sub-pool. A late call to a released number then
-    /// almost never lands on a new verification (DESIGN.md: a median of ~5
-    /// minutes from release to re-issue at 50% load with cyclic cursors,
-    /// against ~1 s for lowest-free).
+    /// almost never lands on a new verification (a design-stage measurement:
+    /// a median of ~5 minutes from release to re-issue at 50% load with
+    /// cyclic cursors, against ~1 s for lowest-free).
     ///
-    /// Why one cursor per sub-pool and not one per worker (DESIGN.md's
+    /// Why one cursor per sub-pool and not one per worker (the first
     /// sketch): `lease` needs no worker id, and the rotation holds whichever
     /// thread leases next; with per-worker cursors another worker's cursor
     /// may sit right on a just-released number. The cost is one more shared

@@ -32,6 +32,7 @@ pub mod exercise;
 pub mod identity;
 pub mod message;
 pub mod number;
+pub mod outcome;
 pub mod ping;
 pub mod register;
 pub mod response;

@@ -126,7 +126,9 @@ mod tests {
             ("9123456789", "+79123456789"),
             ("+79123456789", "+79123456789"),
             // A St Petersburg number keeps its own 8 after the country code
-            // (the `phonenumber` crate's bug, DESIGN.md).
+            // (the `phonenumber` crate drops it, `+78121234567` becoming
+            // `+7121234567`: its upstream issue #76, and why `rlibphonenumber`
+            // is used).
             ("88121234567", "+78121234567"),
             ("78121234567", "+78121234567"),
             ("8121234567", "+78121234567"),

@@ -33,7 +33,7 @@ pub fn reason_phrase(code: u16) -> &'static str {
 pub const PRODUCT: &str = "dialproof";
 
 /// A response to `req`: its Via headers (already stamped by the caller if
-/// needed, see [`Via::stamped`]), From, To (with `to_tag` added when the
+/// needed, see [`super::via::Via::stamped`]), From, To (with `to_tag` added when the
 /// request's To has none and the response is not a 100), Call-ID and CSeq.
 /// `extra` headers are written as given.
 pub fn build_response(

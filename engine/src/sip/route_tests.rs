@@ -109,7 +109,8 @@ fn auto_routed_to_our_contact_reads_pcpi_then_to() {
 
 #[test]
 fn auto_routed_by_the_registration_user_name_reads_to() {
-    // The README's line: the user name is also one of the line's numbers.
+    // tools/examples/production.toml's line: the user name is also one of
+    // the line's numbers.
     let l = [line(CalledFrom::Auto, CONTACT)];
     let m = invite("sip:74960000009@us", "<sip:74960000001@us>", "");
     assert_eq!(

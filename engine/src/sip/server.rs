@@ -336,22 +336,39 @@ impl Endpoint {
     /// false, doing nothing, when the transaction is gone or already has a
     /// final response (e.g. it was cancelled meanwhile).
     pub fn respond(&mut self, now: Instant, id: TxId, code: u16) -> bool {
+        self.respond_with_warning(now, id, code, None)
+    }
+
+    /// [`Endpoint::respond`] with a `Warning` header value (see
+    /// [`super::outcome::CallOutcome::warning`]) in the final response and
+    /// its retransmissions.
+    pub fn respond_with_warning(
+        &mut self,
+        now: Instant,
+        id: TxId,
+        code: u16,
+        warning: Option<&str>,
+    ) -> bool {
         let code = if (300..=699).contains(&code) {
             code
         } else {
             500
         };
-        self.finalize(now, id, code)
+        let extra: &[(&str, &str)] = match &warning {
+            Some(w) => &[("Warning", w)],
+            None => &[],
+        };
+        self.finalize(now, id, code, extra)
     }
 
-    fn finalize(&mut self, now: Instant, id: TxId, code: u16) -> bool {
+    fn finalize(&mut self, now: Instant, id: TxId, code: u16, extra: &[(&str, &str)]) -> bool {
         let Some(tx) = self.invites.get_mut(&id) else {
             return false;
         };
         let State::Proceeding { request, .. } = &tx.state else {
             return false;
         };
-        let response = build_response(request, &tx.vias, code, Some(&tx.to_tag), &[]);
+        let response = build_response(request, &tx.vias, code, Some(&tx.to_tag), extra);
         tx.state = State::Completed {
             response: response.clone(),
             interval: T1,
@@ -405,7 +422,7 @@ impl Endpoint {
         let target = via.response_target(src);
         self.send_and_remember(now, cache_key, target, bytes);
         match invite {
-            Some(id) if self.finalize(now, id, 487) => Ok(Event::Cancelled { id }),
+            Some(id) if self.finalize(now, id, 487, &[]) => Ok(Event::Cancelled { id }),
             _ => Err(Dropped::Answered),
         }
     }
@@ -500,7 +517,7 @@ impl Endpoint {
             match &mut tx.state {
                 State::Proceeding { .. } => {
                     // The application never decided: fail safe.
-                    self.finalize(now, id, 500);
+                    self.finalize(now, id, 500, &[]);
                 }
                 State::Completed {
                     response,
@@ -657,6 +674,25 @@ mod tests {
         assert!(drain(&mut ep).is_empty());
         assert_eq!(ep.invite_transactions(), 0);
         assert_eq!(ep.poll_timeout(), None);
+    }
+
+    #[test]
+    fn a_final_with_a_warning_carries_it_in_every_retransmission() {
+        let mut ep = Endpoint::new(1);
+        let t0 = Instant(1_000);
+        let id = invite(&mut ep, t0);
+        drain(&mut ep);
+        let warning = crate::sip::outcome::CallOutcome::Completed.warning();
+        assert!(ep.respond_with_warning(t0, id, 603, Some(warning)));
+        let first = drain(&mut ep);
+        let next = ep.poll_timeout().unwrap();
+        ep.handle_timeout(next);
+        let again = drain(&mut ep);
+        for (_, m) in first.iter().chain(&again) {
+            assert_eq!(m.status(), Some(603));
+            assert_eq!(m.header("Warning"), Some(warning));
+        }
+        assert_eq!(again.len(), 1, "the retransmission on Timer G");
     }
 
     #[test]

@@ -30,7 +30,7 @@ pub const POLL_GAP_MIN_MS: i64 = 50;
 /// the receiver while the database is unwell.
 pub const RECORD_FAILURE_BACKOFF_MS: i64 = 5000;
 
-/// Every bound of a [`Scheduler`]; [`Limits::default`] has the constants
+/// Every bound of a [`super::Scheduler`]; [`Limits::default`] has the constants
 /// above. Tests shrink them to reach the edges quickly.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {

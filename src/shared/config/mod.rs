@@ -15,6 +15,7 @@ pub use lines::validate_line;
 use lines::{check_e164, expand_range};
 
 use anyhow::{bail, Context, Result};
+use dialproof_engine::idempotency::table as idempotency;
 use dialproof_engine::pool::Pool;
 use dialproof_engine::sip::route::CalledFrom;
 use dialproof_engine::CompanyId;
@@ -71,6 +72,9 @@ pub struct Config {
     /// Webhook delivery settings (retry schedule, sender threads).
     #[serde(default)]
     pub webhooks: crate::shared::webhook_settings::WebhooksConfig,
+    /// Public API settings.
+    #[serde(default)]
+    pub api: ApiConfig,
     /// Where relative paths are resolved from (the file's directory).
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -124,6 +128,36 @@ impl ServerConfig {
             self.idle_timeout_seconds
                 .unwrap_or(IDLE_TIMEOUT_SECONDS_DEFAULT),
         )
+    }
+}
+
+/// `[api]`: the public API's settings.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiConfig {
+    /// How long a create's `Idempotency-Key` is honoured, in hours
+    /// (default 24, 1..=168): within it a retry with the key gets the
+    /// stored answer; after it the key is purged and may be used again.
+    pub idempotency_key_hours: Option<u32>,
+}
+
+impl ApiConfig {
+    pub fn idempotency_key_hours(&self) -> u32 {
+        self.idempotency_key_hours
+            .unwrap_or(idempotency::RETENTION_HOURS_DEFAULT)
+    }
+
+    fn validate(&self) -> Result<()> {
+        let (min, max) = (
+            idempotency::RETENTION_HOURS_MIN,
+            idempotency::RETENTION_HOURS_MAX,
+        );
+        if let Some(h) = self.idempotency_key_hours {
+            if !(min..=max).contains(&h) {
+                bail!("api.idempotency_key_hours must be {min}..={max}, got {h}");
+            }
+        }
+        Ok(())
     }
 }
 
@@ -361,6 +395,7 @@ impl Config {
             }
         }
         self.webhooks.validate()?;
+        self.api.validate()?;
         for line in &self.lines {
             validate_line(line)?;
         }

@@ -4,17 +4,42 @@
 //! Not for: status changes (see `transition`), webhook attempts (see
 //! `deliveries`) or sessions (see `users`).
 
-use crate::error::Result;
+use crate::error::{Result, StorageError};
+use crate::idempotency::{self, Inserted, KeyedCreate};
 use crate::rows::{NewRejection, VerificationRow};
 use dialproof_engine::time::UnixMillis;
 use rusqlite::{params, Connection};
 
-pub(super) fn insert_verification(conn: &Connection, r: &VerificationRow) -> Result<()> {
+/// A new verification, with its idempotency key if it has one: the key
+/// first, so that a key already stored leaves the row unwritten.
+pub(super) fn insert_created(
+    conn: &Connection,
+    r: &VerificationRow,
+    keyed: Option<&KeyedCreate>,
+) -> Result<Inserted> {
+    match (r.idempotency_key.as_deref(), keyed) {
+        (None, None) => {}
+        (Some(key), Some(keyed)) => {
+            if let Some(taken) = idempotency::claim(conn, r, key, keyed)? {
+                return Ok(Inserted::KeyTaken(taken));
+            }
+        }
+        _ => {
+            return Err(StorageError::Invalid(
+                "a verification's idempotency key and its answer go together".into(),
+            ))
+        }
+    }
+    insert_verification(conn, r)?;
+    Ok(Inserted::Created)
+}
+
+fn insert_verification(conn: &Connection, r: &VerificationRow) -> Result<()> {
     let mut stmt = conn.prepare_cached(
         "INSERT INTO verifications (id, company_id, api_key_id, phone, dial_number, pool, \
          client_ref, info, webhook_url, ttl_seconds, status, created_at, expires_at, \
-         completed_at, caller_id, lease_generation, failure_reason) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+         completed_at, caller_id, lease_generation, failure_reason, idempotency_key) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
     )?;
     stmt.execute(params![
         r.id,
@@ -34,6 +59,7 @@ pub(super) fn insert_verification(conn: &Connection, r: &VerificationRow) -> Res
         r.caller_id,
         r.lease_generation,
         r.failure_reason,
+        r.idempotency_key,
     ])?;
     Ok(())
 }

@@ -5,16 +5,17 @@
 //! Not for: the transaction around the ops (see `batch`) or the SQL of
 //! each op (see `inserts`, `transition`, `deliveries`, `users`).
 
-use super::inserts::{insert_rejection, insert_verification};
+use super::inserts::{insert_created, insert_rejection};
 use super::replies::HeldReply;
 use super::transition::{transition, transition_by_number, Applied};
 use crate::committed::Committed;
 use crate::deliveries::{self, NewAttempt};
 use crate::error::Result;
 use crate::failpoints::{FailPoints, Point};
+use crate::idempotency::{self, Inserted, KeyedCreate, StoredKey};
 use crate::ops::{Reply, WriteOp};
 use crate::replica;
-use crate::rows::TransitionResult;
+use crate::rows::{TransitionResult, VerificationRow};
 use crate::users;
 use dialproof_engine::time::UnixMillis;
 use rusqlite::Connection;
@@ -39,11 +40,25 @@ impl OpRunner<'_> {
         touches: &mut HashMap<i64, UnixMillis>,
     ) -> (HeldReply, Option<Committed>) {
         match op {
-            WriteOp::InsertVerification { row, reply } => {
-                let result = self.guarded(|c| insert_verification(c, &row));
-                let event =
-                    (self.events_wanted && result.is_ok()).then_some(Committed::Created(row));
-                (HeldReply::Unit(reply, result), event)
+            WriteOp::InsertVerification { row, keyed, reply } => {
+                let result = self.guarded(|c| insert_created(c, &row, keyed.as_deref()));
+                let event = match (&result, self.events_wanted) {
+                    (Ok(Inserted::Created), true) => {
+                        let key = keyed.map(|k| Box::new(stored_key(&row, *k)));
+                        Some(Committed::Created(row, key))
+                    }
+                    _ => None,
+                };
+                (HeldReply::Inserted(reply, result), event)
+            }
+            WriteOp::PurgeIdempotencyKeys {
+                expired_before,
+                reply,
+            } => {
+                let result = self.guarded(|c| {
+                    idempotency::purge(c, expired_before, idempotency::PURGE_BATCH_MAX)
+                });
+                (HeldReply::Count(reply, result), None)
             }
             WriteOp::Transition {
                 id,
@@ -145,5 +160,17 @@ impl OpRunner<'_> {
                 Err(e)
             }
         }
+    }
+}
+
+/// The stored key a keyed create's event carries (the row has its key).
+fn stored_key(row: &VerificationRow, keyed: KeyedCreate) -> StoredKey {
+    StoredKey {
+        company_id: row.company_id,
+        key: row.idempotency_key.clone().unwrap_or_default(),
+        fingerprint: keyed.fingerprint,
+        verification_id: row.id.clone(),
+        response_body: keyed.response_body,
+        created_at: row.created_at,
     }
 }

@@ -10,6 +10,7 @@
 //! as ops run and handed over by the batch before any reply is called.
 
 use crate::error::{Result, StorageError};
+use crate::idempotency::Inserted;
 use crate::ops::{Reply, WriteOp};
 use crate::rows::TransitionResult;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -19,9 +20,13 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 // an allocation per transition.
 #[allow(clippy::large_enum_variant)]
 pub(super) enum HeldReply {
-    /// An op answered with a unit result: a verification or rejection insert,
-    /// a recorded webhook attempt, a stored session.
+    /// An op answered with a unit result: a rejection insert, a recorded
+    /// webhook attempt, a stored session, a heartbeat.
     Unit(Reply<Result<()>>, Result<()>),
+    /// A verification insert.
+    Inserted(Reply<Result<Inserted>>, Result<Inserted>),
+    /// A purge, with the number of rows it deleted.
+    Count(Reply<Result<usize>>, Result<usize>),
     /// A transition, by id or by number; its reply is optional.
     Transition(
         Option<Reply<Result<TransitionResult>>>,
@@ -36,6 +41,8 @@ impl HeldReply {
     pub(super) fn is_ok(&self) -> bool {
         match self {
             HeldReply::Unit(_, r) | HeldReply::Unanswered(_, r) => r.is_ok(),
+            HeldReply::Inserted(_, r) => r.is_ok(),
+            HeldReply::Count(_, r) => r.is_ok(),
             HeldReply::Transition(_, r) => r.is_ok(),
         }
     }
@@ -44,8 +51,9 @@ impl HeldReply {
     pub(super) fn skipped(op: WriteOp, e: &StorageError) -> HeldReply {
         let name = op.name();
         match op {
-            WriteOp::InsertVerification { reply, .. }
-            | WriteOp::RecordAttempt { reply, .. }
+            WriteOp::InsertVerification { reply, .. } => HeldReply::Inserted(reply, Err(e.clone())),
+            WriteOp::PurgeIdempotencyKeys { reply, .. } => HeldReply::Count(reply, Err(e.clone())),
+            WriteOp::RecordAttempt { reply, .. }
             | WriteOp::InsertSession { reply, .. }
             | WriteOp::Heartbeat { reply, .. } => HeldReply::Unit(reply, Err(e.clone())),
             WriteOp::InsertRejection { reply, .. } => HeldReply::Unit(reply, Err(e.clone())),
@@ -61,6 +69,8 @@ impl HeldReply {
     pub(super) fn fail(self, e: &StorageError) -> HeldReply {
         match self {
             HeldReply::Unit(reply, _) => HeldReply::Unit(reply, Err(e.clone())),
+            HeldReply::Inserted(reply, _) => HeldReply::Inserted(reply, Err(e.clone())),
+            HeldReply::Count(reply, _) => HeldReply::Count(reply, Err(e.clone())),
             HeldReply::Transition(reply, _) => HeldReply::Transition(reply, Err(e.clone())),
             HeldReply::Unanswered(name, _) => HeldReply::Unanswered(name, Err(e.clone())),
         }
@@ -70,6 +80,8 @@ impl HeldReply {
     pub(super) fn answer(self) {
         match self {
             HeldReply::Unit(reply, r) => call_reply(reply, r),
+            HeldReply::Inserted(reply, r) => call_reply(reply, r),
+            HeldReply::Count(reply, r) => call_reply(reply, r),
             HeldReply::Transition(Some(reply), r) => call_reply(reply, r),
             HeldReply::Transition(None, Err(e)) => {
                 tracing::warn!(error = %e, "transition without reply failed");

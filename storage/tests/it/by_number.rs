@@ -100,3 +100,36 @@ fn the_lookup_uses_the_partial_index() {
         .expect("plan");
     assert!(plan.contains("verifications_pending_dial"), "{plan}");
 }
+
+/// The lease invariant, held by the database itself (migration 4): no dial
+/// number is held by two pending verifications. A second pending row on a
+/// number is refused (and the batch's other ops still commit); once the
+/// first has ended, the number may be held again.
+#[test]
+fn no_dial_number_is_ever_stored_for_two_pending_verifications() {
+    let db = db();
+    let store = db.store();
+    let first = db.row(1);
+    insert(&store, first.clone()).expect("insert");
+    let mut second = pending_row("ver_00000000000000000000000002", db.company, db.key, 1);
+    assert_eq!(second.dial_number, first.dial_number);
+    let refused = insert(&store, second.clone()).expect_err("a second pending on the number");
+    assert!(
+        refused.to_string().contains("UNIQUE"),
+        "the unique index refused it: {refused}"
+    );
+    assert_eq!(db.count("SELECT count(*) FROM verifications"), 1);
+    // Ended, the number is free for a new pending row.
+    by_number(
+        &store,
+        &first.dial_number,
+        Some(7),
+        call(T0.plus_seconds(1), "+79990001122"),
+    );
+    second.lease_generation = 8;
+    insert(&store, second).expect("the number's next lease");
+    assert_eq!(
+        db.count("SELECT count(*) FROM verifications WHERE status = 'pending'"),
+        1
+    );
+}

@@ -30,7 +30,10 @@ fn creates_and_changes_are_reported_before_their_replies() {
     let row = db.row(1);
     insert(&store, row.clone()).expect("insert");
     // The reply came, so the event is already queued.
-    assert_eq!(queued(&commits), vec![Committed::Created(row.clone())]);
+    assert_eq!(
+        queued(&commits),
+        vec![Committed::Created(row.clone(), None)]
+    );
 
     let at = T0.plus_seconds(20);
     let t = transition(&store, &row.id, None, call(at, "+79990001122")).expect("call");
@@ -167,7 +170,7 @@ fn a_lost_acknowledgement_still_reports_the_commit() {
         insert(&store, row.clone()),
         Err(StorageError::Injected("writer.after_commit"))
     );
-    assert_eq!(queued(&commits), vec![Committed::Created(row)]);
+    assert_eq!(queued(&commits), vec![Committed::Created(row, None)]);
     store.shutdown();
 }
 
@@ -183,6 +186,7 @@ fn the_queue_ends_after_every_batch_the_writer_committed() {
     for row in &rows {
         store
             .submit(WriteOp::InsertVerification {
+                keyed: None,
                 row: row.clone(),
                 reply: Box::new(|_| {}),
             })
@@ -196,7 +200,10 @@ fn the_queue_ends_after_every_batch_the_writer_committed() {
         assert!(!batch.is_empty() && batch.len() <= 4);
         created.extend(batch);
     }
-    let expected: Vec<_> = rows.into_iter().map(Committed::Created).collect();
+    let expected: Vec<_> = rows
+        .into_iter()
+        .map(|r| Committed::Created(r, None))
+        .collect();
     assert_eq!(created, expected);
 }
 

@@ -5,7 +5,7 @@
 
 use crate::support::*;
 use dialproof_engine::time::UnixMillis;
-use dialproof_storage::{NewRejection, Options, StorageError, WriteOp};
+use dialproof_storage::{Inserted, NewRejection, Options, StorageError, WriteOp};
 use std::sync::mpsc;
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
@@ -30,6 +30,7 @@ fn concurrent_submitters_share_transactions() {
                     let tx = tx.clone();
                     store
                         .submit(WriteOp::InsertVerification {
+                            keyed: None,
                             row: pending_row(&format!("ver_{n:026}"), company, key, n),
                             reply: Box::new(move |r| {
                                 let _ = tx.send(r);
@@ -72,6 +73,7 @@ fn replies_come_after_commit() {
         let tx = tx.clone();
         store
             .submit(WriteOp::InsertVerification {
+                keyed: None,
                 row,
                 reply: Box::new(move |r| {
                     let seen = outside
@@ -86,7 +88,7 @@ fn replies_come_after_commit() {
     }
     for _ in 0..OPS {
         let (result, visible) = rx.recv_timeout(REPLY_WAIT).expect("reply");
-        assert_eq!(result, Ok(()));
+        assert_eq!(result, Ok(Inserted::Created));
         assert!(visible, "reply ran before the row was visible to others");
     }
     store.shutdown();
@@ -99,6 +101,7 @@ fn block_writer(store: &dialproof_storage::Store, db: &Db, n: usize) -> mpsc::Se
     let (entered_tx, entered_rx) = mpsc::channel::<()>();
     store
         .submit(WriteOp::InsertVerification {
+            keyed: None,
             row: db.row(n),
             reply: Box::new(move |_| {
                 let _ = entered_tx.send(());
@@ -125,6 +128,7 @@ fn a_failing_op_does_not_fail_its_batch() {
         let tx = tx.clone();
         store
             .submit(WriteOp::InsertVerification {
+                keyed: None,
                 row,
                 reply: Box::new(move |r| {
                     let _ = tx.send((i, r));
@@ -195,6 +199,7 @@ fn shutdown_commits_and_answers_everything_queued() {
         let tx = tx.clone();
         store
             .submit(WriteOp::InsertVerification {
+                keyed: None,
                 row: db.row(n),
                 reply: Box::new(move |r| {
                     let _ = tx.send(r);
@@ -225,6 +230,7 @@ fn batch_max_bounds_a_transaction() {
     for n in 1..=9 {
         store
             .submit(WriteOp::InsertVerification {
+                keyed: None,
                 row: db.row(n),
                 reply: Box::new(|_| {}),
             })
@@ -303,6 +309,7 @@ fn a_panicking_reply_does_not_stop_the_writer() {
     let store = db.store();
     store
         .submit(WriteOp::InsertVerification {
+            keyed: None,
             row: db.row(0),
             reply: Box::new(|_| panic!("reply bug")),
         })
@@ -342,6 +349,7 @@ fn dropping_every_handle_stops_the_threads_after_the_queue() {
     let (tx, rx) = mpsc::channel();
     store
         .submit(WriteOp::InsertVerification {
+            keyed: None,
             row: db.row(0),
             reply: Box::new(move |r| {
                 let _ = tx.send(r);
@@ -349,7 +357,10 @@ fn dropping_every_handle_stops_the_threads_after_the_queue() {
         })
         .expect("submit");
     drop(store);
-    assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(Ok(())));
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(10)),
+        Ok(Ok(Inserted::Created))
+    );
 }
 
 #[test]

@@ -96,6 +96,7 @@ fn before_commit_error_stores_nothing_and_fails_every_reply() {
         let tx = tx.clone();
         store
             .submit(WriteOp::InsertVerification {
+                keyed: None,
                 row: db.row(n),
                 reply: Box::new(move |r| {
                     let _ = tx.send(r);
@@ -142,6 +143,7 @@ fn begin_failure_answers_every_op_of_the_batch() {
         let tx = tx.clone();
         store
             .submit(WriteOp::InsertVerification {
+                keyed: None,
                 row: db.row(n),
                 reply: Box::new(move |r| {
                     let _ = tx.send(r);

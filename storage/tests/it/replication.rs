@@ -93,6 +93,7 @@ fn write_under_a_reader(db: &Db, store: &Store) -> (Vec<[u8; 12]>, i64, rusqlite
             let tx = tx.clone();
             store
                 .submit(WriteOp::InsertVerification {
+                    keyed: None,
                     row,
                     reply: Box::new(move |r| {
                         let _ = tx.send(r);

@@ -110,6 +110,7 @@ pub fn pending_row(id: &str, company: CompanyId, key: i64, n: usize) -> Verifica
         caller_id: String::new(),
         lease_generation: 7,
         failure_reason: None,
+        idempotency_key: None,
     }
 }
 
@@ -117,12 +118,15 @@ pub fn pending_row(id: &str, company: CompanyId, key: i64, n: usize) -> Verifica
 pub fn insert(store: &Store, row: VerificationRow) -> Result<(), StorageError> {
     let (tx, rx) = mpsc::channel();
     store.submit(WriteOp::InsertVerification {
+        keyed: None,
         row,
         reply: Box::new(move |r| {
             let _ = tx.send(r);
         }),
     })?;
-    rx.recv_timeout(REPLY_WAIT).expect("insert reply")
+    rx.recv_timeout(REPLY_WAIT)
+        .expect("insert reply")
+        .map(|inserted| assert_eq!(inserted, dialproof_storage::Inserted::Created))
 }
 
 /// Submits a 503 rejection row and waits for its COMMIT.

@@ -29,6 +29,7 @@ fn run(db: &Db, store: &dialproof_storage::Store, make: fn(&Db, usize) -> WriteO
                         WriteOp::InsertVerification { row, .. } => {
                             let tx = tx.clone();
                             WriteOp::InsertVerification {
+                                keyed: None,
                                 row,
                                 reply: Box::new(move |r| {
                                     r.expect("insert");
@@ -75,6 +76,7 @@ fn group_commit_throughput() {
     let db = db();
     let store = db.store();
     let inserts = run(&db, &store, |db, n| WriteOp::InsertVerification {
+        keyed: None,
         row: db.row(n),
         reply: Box::new(|_| {}),
     });

@@ -57,6 +57,7 @@ fn wal_does_not_grow_without_bound_under_constant_readers() {
         let tx = tx.clone();
         store
             .submit(WriteOp::InsertVerification {
+                keyed: None,
                 row,
                 reply: Box::new(move |r| {
                     let _ = tx.send(r);

@@ -580,3 +580,44 @@ fn nat64_and_ipv4_compatible_spellings_of_internal_addresses_are_refused() {
     );
     assert_eq!(ok.status, 201, "{}", ok.text());
 }
+
+/// RFC 9112 7.1: a recipient must parse the chunked coding, and clients
+/// that stream a body (Go, `curl -T -`, Python's requests with a
+/// generator) send it. Read within the same 64 KiB body limit.
+#[test]
+fn a_chunked_body_is_read_like_a_sized_one() {
+    let s = Server::with_pools(1, 0);
+    let token = s.new_client("acme");
+    let auth = format!("Bearer {token}");
+    let headers = [
+        ("Authorization", auth.as_str()),
+        ("Content-Type", "application/json"),
+        ("Transfer-Encoding", "chunked"),
+    ];
+    let payload = body(RU_PHONE).to_string();
+    let (a, b) = payload.split_at(10);
+    let chunked = format!(
+        "{:x}\r\n{a}\r\n{:X};note=1\r\n{b}\r\n0\r\nX-Trailer: ignored\r\n\r\n",
+        a.len(),
+        b.len()
+    );
+    let r = s.request("POST", COLLECTION, &headers, chunked.as_bytes());
+    assert_eq!(r.status, 201, "{}", r.text());
+    assert_eq!(r.json()["phone"], RU_PHONE);
+    // Over the body limit once decoded: 413, and the connection closed.
+    let big = 64 * 1024 + 1;
+    let over = format!("{big:x}\r\n{}\r\n0\r\n\r\n", "x".repeat(big));
+    // The answer comes as soon as the chunk's size is read, so the rest
+    // may meet a closed connection.
+    let mut c = s.connect();
+    let _ = c.send_best_effort(&build_request(
+        "POST",
+        COLLECTION,
+        &headers,
+        over.as_bytes(),
+        false,
+    ));
+    let r = c.read_response().expect("an answer");
+    assert_eq!(r.status, 413, "{}", r.text());
+    assert_eq!(r.header("connection"), Some("close"));
+}

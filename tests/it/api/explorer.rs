@@ -111,4 +111,58 @@ fn explorer_renders_the_three_operations_offline() {
     }
     // The operations could only render if the schema request carried the
     // key: /api/schema/ answers 401 without one (see `api::schema`).
+
+    try_a_keyed_create_twice(&tab, &server);
+}
+
+/// "Try it out" on create with an `Idempotency-Key`: the explorer sends
+/// the header (the schema documents it), the first answer is a 201, and
+/// the second, with the same key and body, is that 201 replayed.
+fn try_a_keyed_create_twice(tab: &headless_chrome::Tab, server: &Server) {
+    tab.wait_for_element("#operations-verifications-create_verification .opblock-summary")
+        .expect("create operation")
+        .click()
+        .unwrap();
+    tab.wait_for_element("#operations-verifications-create_verification .try-out__btn")
+        .expect("Try it out")
+        .click()
+        .unwrap();
+    tab.wait_for_element(
+        "#operations-verifications-create_verification tr[data-param-name=\"Idempotency-Key\"] input",
+    )
+    .expect("an Idempotency-Key field, from the schema")
+    .click()
+    .unwrap();
+    tab.send_character("explorer-order-1").unwrap();
+    // The example body (phone, a public webhook IP literal) is valid as is.
+    let responses = |tab: &headless_chrome::Tab| -> String {
+        tab.find_elements("#operations-verifications-create_verification .live-responses-table")
+            .map(|els| els.iter().filter_map(|e| e.get_inner_text().ok()).collect())
+            .unwrap_or_default()
+    };
+    let execute = |tab: &headless_chrome::Tab, want: &str| -> String {
+        tab.wait_for_element("#operations-verifications-create_verification button.execute")
+            .expect("Execute")
+            .click()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let text = responses(tab);
+            if text.contains(want) || Instant::now() > deadline {
+                return text;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    let first = execute(tab, "201");
+    assert!(
+        first.contains("201") && !first.contains("idempotent-replayed"),
+        "first create: {first}\nserver logs:\n{}",
+        server.logs()
+    );
+    let second = execute(tab, "idempotent-replayed");
+    assert!(
+        second.contains("idempotent-replayed: true"),
+        "second create with the same key was not replayed: {second}"
+    );
 }

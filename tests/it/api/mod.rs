@@ -1,5 +1,6 @@
 //! The public API over HTTPS, as a client company uses it: creating a
-//! verification ([`create`]), reading and cancelling it ([`read_cancel`]),
+//! verification ([`create`]) and retrying it safely ([`idempotency`]),
+//! reading and cancelling it ([`read_cancel`]),
 //! authentication and the routes' rules ([`auth`]), the per-key rate limit
 //! and the temporary block ([`rate_limit`]), the number pools and dedicated
 //! numbers ([`pools`]), expiry at the TTL ([`ttl`]), the OpenAPI schema
@@ -13,6 +14,7 @@
 mod auth;
 mod create;
 mod explorer;
+mod idempotency;
 mod pools;
 mod rate_limit;
 mod read_cancel;

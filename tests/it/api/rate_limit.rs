@@ -207,7 +207,7 @@ fn limit_settings_survive_a_restart() {
     assert_eq!(refusal.status, 429);
 }
 
-/// README, "Behaviour worth knowing" (Temporary block): a key that keeps
+/// README, "The API" (Temporary block): a key that keeps
 /// sending after being refused is blocked for 300 s once its refusals within
 /// 60 s reach its limit (at least 20); while blocked every request gets 429
 /// with `Retry-After` = the rest of the block, and requests during the block

@@ -207,3 +207,47 @@ fn pages_follow_the_cursor_without_gaps_and_filters_narrow_them() {
         assert!(r.text().contains("class=\"error\""), "{bad}");
     }
 }
+
+/// Support people see which `Idempotency-Key` a verification was created
+/// with (a client's retries name it), and none for one created without.
+#[test]
+fn the_list_shows_the_idempotency_key_a_verification_was_created_with() {
+    let server = Server::with_pools(2, 0);
+    let company = server.create_company("Acme");
+    let token = server.create_key(company);
+    create_user(&server, company, "ann@acme.test");
+    let auth = format!("Bearer {token}");
+    let keyed = server.request(
+        "POST",
+        COLLECTION,
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/json"),
+            ("Idempotency-Key", "signup-4711"),
+        ],
+        body(RU_PHONE).to_string().as_bytes(),
+    );
+    assert_eq!(keyed.status, 201, "{}", keyed.text());
+    let keyed_id = keyed.json()["verification_id"].as_str().unwrap().to_owned();
+    let plain = server.create_ok(&token, &body("+79123456700"));
+    let dash = Dash::login(&server, "ann@acme.test");
+    let page = dash.get(PAGE);
+    assert_eq!(page.status, 200);
+    let html = page.text();
+    assert!(html.contains("<th>Idempotency-Key</th>"), "no key column");
+    let table = rows(&html);
+    let row_of = |id: &str| {
+        table
+            .iter()
+            .find(|r| r.iter().any(|c| c == id))
+            .unwrap_or_else(|| panic!("{id} not listed: {table:?}"))
+            .clone()
+    };
+    assert_eq!(row_of(&keyed_id).last().unwrap(), "signup-4711");
+    assert_eq!(
+        row_of(plain["verification_id"].as_str().unwrap())
+            .last()
+            .unwrap(),
+        ""
+    );
+}

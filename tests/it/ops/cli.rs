@@ -16,7 +16,7 @@ fn whole_stdout(server: &Server, args: &[&str]) -> Value {
     })
 }
 
-/// README, "Operator commands": with `--json` the whole of standard output
+/// README, "Operations" (Operator commands): with `--json` the whole of standard output
 /// is one JSON value, an array of objects for the `list` commands and an
 /// object for every other command.
 #[test]

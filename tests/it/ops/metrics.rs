@@ -6,8 +6,8 @@
 
 use crate::support::tools::pyenv_bin;
 use crate::support::*;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::Write;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -28,20 +28,8 @@ fn start(extra: &str) -> (Server, SocketAddr) {
 
 /// A plain GET; returns status and body.
 fn get(addr: SocketAddr, path: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).expect("connect");
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: ops\r\nConnection: close\r\n\r\n"
-    )
-    .expect("send");
-    let mut text = String::new();
-    s.read_to_string(&mut text).expect("read");
-    let status = text[9..12].parse().expect("status");
-    let body = text
-        .split_once("\r\n\r\n")
-        .map_or("", |(_, b)| b)
-        .to_owned();
-    (status, body)
+    let r = plain_get(addr, path);
+    (r.status, r.text())
 }
 
 fn python() -> PathBuf {
@@ -92,7 +80,7 @@ fn value(samples: &[String], prefix: &str) -> f64 {
     line.rsplit(' ').next().unwrap().parse().expect("value")
 }
 
-/// README, "Metrics, health and readiness": `/metrics` is the Prometheus
+/// README, "Operations" (Metrics, health and readiness): `/metrics` is the Prometheus
 /// text format, read back by an independent parser, and counts what happened.
 #[test]
 fn metrics_parse_and_count_what_happened() {
@@ -156,7 +144,7 @@ fn metrics_parse_and_count_what_happened() {
     );
 }
 
-/// README, "Metrics, health and readiness": `/healthz` and `/readyz`, and
+/// README, "Operations" (Metrics, health and readiness): `/healthz` and `/readyz`, and
 /// `/readyz` saying why when storage fails.
 #[test]
 fn health_and_readiness() {
@@ -312,7 +300,7 @@ fn metric_names(expr: &str) -> Vec<String> {
     names
 }
 
-/// README, "Metrics, health and readiness": the bundled Grafana dashboard
+/// README, "Operations" (Metrics, health and readiness): the bundled Grafana dashboard
 /// charts only series the service exposes.
 #[test]
 fn the_grafana_dashboard_charts_only_metrics_the_service_exposes() {

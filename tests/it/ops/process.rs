@@ -1,11 +1,13 @@
 //! The binary as a process, started directly (the harness adds no
 //! arguments and trusts only the certificate given): `--log-format json`
-//! writes only JSON lines to stderr, and a configured `[tls]` certificate
-//! is the one served.
+//! writes only JSON lines to stderr, a configured `[tls]` certificate is
+//! the one served, and `serve` starts with every example configuration
+//! under `tools/examples/` as it is written.
 //!
 //! Not for: stopping it (`super::shutdown`) or reloading it
 //! (`super::reload`).
 
+use crate::support::netns::Netns;
 use crate::support::*;
 use dialproof_kit::process::{Log, Running, Stderr, STDOUT_MARK};
 use dialproof_kit::tls::{self, Trust};
@@ -216,5 +218,99 @@ fn configured_tls_certificate_is_the_one_served() {
     assert!(
         !s.data_dir.join("tls").join("cert.pem").exists(),
         "a self-signed certificate was generated although [tls] is configured"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// README "Configuration": the example files under tools/examples/ start the
+// service as they are written, fixed ports included, so each runs in a
+// network namespace of its own (only loopback; root, as CI has).
+
+/// Copies `tools/examples/<name>` into a fresh directory (its relative
+/// `data_dir` then lands there), starts `serve` on it and checks that the
+/// listeners the file names are the ones bound, that the operators'
+/// listener reports ready, and that SIGTERM stops it cleanly.
+fn serve_starts_with_example(name: &str, ready_parts: &[&str]) {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tools/examples")
+        .join(name);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join(name);
+    std::fs::copy(&example, &config)
+        .unwrap_or_else(|e| panic!("copying {}: {e}", example.display()));
+    let mut p = Proc::start(&config, &[]);
+    let ready = p.process.ready().clone();
+    for part in ready_parts {
+        assert!(
+            ready.line.split_whitespace().any(|w| w == *part),
+            "{name}: READY line {:?} lacks {part}",
+            ready.line
+        );
+    }
+    let ops = ready
+        .ops()
+        .unwrap_or_else(|| panic!("{name}: no ops= in {:?}", ready.line));
+    let answered = poll(Duration::from_secs(10), || {
+        let r = plain_get(ops, "/readyz");
+        (r.status == 200).then_some(r)
+    });
+    assert!(answered.is_some(), "{name}: /readyz never answered 200");
+    assert!(
+        dir.path().join("data/dialproof.db").is_file(),
+        "{name}: no database under the file's own directory"
+    );
+    p.stop();
+}
+
+#[test]
+fn serve_starts_with_the_loopback_example() {
+    const TEST: &str = concat!(module_path!(), "::serve_starts_with_the_loopback_example");
+    let Some(_ns) = Netns::enter(TEST, "127.0.0.1 localhost\n") else {
+        return;
+    };
+    serve_starts_with_example(
+        "loopback.toml",
+        &[
+            "https=127.0.0.1:8443",
+            "http=127.0.0.1:8080",
+            "sip=127.0.0.1:5060",
+            "ops=127.0.0.1:9100",
+        ],
+    );
+}
+
+#[test]
+fn serve_starts_with_the_registrar_example() {
+    const TEST: &str = concat!(module_path!(), "::serve_starts_with_the_registrar_example");
+    let Some(_ns) = Netns::enter(TEST, "127.0.0.1 localhost\n") else {
+        return;
+    };
+    serve_starts_with_example(
+        "registrar.toml",
+        &[
+            "https=127.0.0.1:8443",
+            "sip=127.0.0.1:5060",
+            "ops=127.0.0.1:9100",
+        ],
+    );
+}
+
+#[test]
+fn serve_starts_with_the_production_example() {
+    const TEST: &str = concat!(module_path!(), "::serve_starts_with_the_production_example");
+    // The example's provider host name, at an address routed nowhere in
+    // the namespace (its registration then fails and is retried, as with
+    // a provider that is down).
+    let hosts = "127.0.0.1 localhost\n192.0.2.50 sip.provider.example\n";
+    let Some(_ns) = Netns::enter(TEST, hosts) else {
+        return;
+    };
+    serve_starts_with_example(
+        "production.toml",
+        &[
+            "https=0.0.0.0:8443",
+            "sip=0.0.0.0:5060",
+            "ops=127.0.0.1:9100",
+        ],
     );
 }

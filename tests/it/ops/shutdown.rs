@@ -63,7 +63,7 @@ fn client(mut conn: Conn<TlsStream>, token: &str, started: &AtomicBool) -> Seen 
     }
 }
 
-/// README, "Stopping": on SIGTERM the service stops accepting, answers
+/// README, "Operations" (Stopping): on SIGTERM the service stops accepting, answers
 /// every request already sent, flushes the writer and exits 0.
 #[test]
 fn sigterm_answers_every_request_in_progress_and_loses_nothing() {

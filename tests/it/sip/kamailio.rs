@@ -2,7 +2,7 @@
 //! line's REGISTER and relays sipp's INVITEs to Dialproof the way providers
 //! do, either to the registered Contact (the dialled number in `To`, or in
 //! `P-Called-Party-ID`) or with the dialled number in the Request-URI. The
-//! line is configured as the README's example: its registration user name
+//! line is configured as tools/examples/production.toml's: its registration user name
 //! is also one of its numbers, so reading the Request-URI of a call routed
 //! to the Contact would complete the wrong verification (issue 10).
 //!

@@ -18,7 +18,7 @@ pub fn browser(profile: &Path, size: (u32, u32)) -> Browser {
         "{CHROMIUM} is missing: run tools/test.sh (it installs Debian's chromium)"
     );
     // Without the background-networking switches chromium keeps trying to
-    // reach outside hosts from this closed network.
+    // reach outside hosts, which the tests' closed network refuses.
     let args: Vec<&OsStr> = [
         "--disable-gpu",
         "--disable-quic",

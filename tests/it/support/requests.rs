@@ -16,7 +16,7 @@ use dialproof_kit::tls;
 pub use dialproof_kit::tls::TlsStream;
 use dialproof_kit::webhook::Hit;
 use serde_json::Value;
-use std::net::TcpStream;
+use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -151,4 +151,15 @@ impl Server {
             b"",
         )
     }
+}
+
+/// One GET over plain HTTP to `addr` (the operators' listener, or a
+/// service started outside [`Server`]) on its own connection.
+pub fn plain_get(addr: SocketAddr, path: &str) -> Resp {
+    let tcp = tls::tcp(addr, IO_TIMEOUT)
+        .unwrap_or_else(|e| panic!("connecting to the plain listener {addr}: {e}"));
+    let mut c = Conn::new(tcp);
+    c.send(&build_request("GET", path, &[], b"", false))
+        .expect("sending request");
+    c.read_response().expect("reading response")
 }

@@ -322,8 +322,15 @@ pub fn copied_headers(msg: &str, names: &[&str]) -> String {
 /// (the bundled provider simulator, as the README's first verification
 /// uses it); its output, whatever its exit status.
 pub fn sim_call(server: &Server, dial: &str, from: &str) -> Output {
+    sim_call_with(server, &["--to", dial, "--from", from])
+}
+
+/// `dialproof-sim call ARGS` at the server's SIP address; its output,
+/// whatever its exit status.
+pub fn sim_call_with(server: &Server, args: &[&str]) -> Output {
     Command::new(super::tools::tool("dialproof-sim"))
-        .args(["call", "--to", dial, "--from", from])
+        .arg("call")
+        .args(args)
         .args(["--target", &sip_addr(server).to_string()])
         .stdin(Stdio::null())
         .output()

@@ -144,6 +144,54 @@ fn the_load_tool_drives_a_mix_with_calls_and_reports_no_errors() {
     assert_eq!(count(&r["answered"]), sent, "{r:#}");
 }
 
+/// Keyed creates with deliberate replays: every create carries a fresh
+/// `Idempotency-Key`, a share repeat an earlier one byte for byte, and
+/// each replay must come back as its create's 201, marked replayed (the
+/// tool counts one that does not as an error). An open loop at a fixed
+/// rate: 400 requests at most, so the creates can never empty the
+/// 2,000-number pool however fast the machine (a closed loop once did on
+/// a fast CI machine and counted the 503s as errors).
+#[test]
+fn the_load_tool_sends_idempotency_keys_and_checks_replays() {
+    let s = Server::with_pools(2000, 0);
+    let r = run_load(
+        &s,
+        &[
+            "--setup-local",
+            "2",
+            "--rate",
+            "200",
+            "--connections",
+            "4",
+            "--duration",
+            "2",
+            "--mix",
+            "create=1,read=1",
+            "--idempotency-keys",
+            "--replay-share",
+            "0.4",
+        ],
+    );
+    for op in ["create", "replay"] {
+        let o = &r["operations"][op];
+        assert!(count(&o["ok"]) > 0, "no successful {op}: {r:#}");
+        assert_eq!(count(&o["errors"]), 0, "{op} errors: {r:#}");
+    }
+    assert_eq!(count(&r["errors"]), 0, "{r:#}");
+    // A replay takes no number: the pool used is the creates' alone.
+    let creates = count(&r["operations"]["create"]["ok"]);
+    let db = s.data_dir.join("dialproof.db");
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let stored: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM verifications WHERE idempotency_key LIKE 'load-%'",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap();
+    assert_eq!(stored as u64, creates, "{r:#}");
+}
+
 /// A running `dialproof-webhook-receiver`, its output and its base URL.
 struct ReceiverProcess {
     process: Running,

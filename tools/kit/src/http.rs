@@ -57,6 +57,10 @@ pub struct Response {
     pub headers: Vec<(String, String)>,
     /// Empty unless [`Reading::keep_body`].
     pub body: Vec<u8>,
+    /// `Idempotent-Replayed: true`: the service answered a create with an
+    /// Idempotency-Key's stored 201. Read even when the fields are not
+    /// kept, for the load generator's and the crash harness's hot paths.
+    pub replayed: bool,
 }
 
 impl Response {
@@ -138,6 +142,7 @@ struct Head {
     status: u16,
     close: bool,
     content_length: Option<usize>,
+    replayed: bool,
     headers: Vec<(String, String)>,
 }
 
@@ -189,6 +194,7 @@ pub fn parse_response(
         close: head.close,
         headers: head.headers,
         body,
+        replayed: head.replayed,
     };
     Ok(Some((response, end)))
 }
@@ -198,6 +204,7 @@ fn read_head(parsed: &httparse::Response<'_, '_>, reading: &Reading) -> Result<H
     let status = parsed.code.ok_or(Malformed("no status code"))?;
     let mut close = parsed.version == Some(0);
     let mut content_length = None;
+    let mut replayed = false;
     let mut headers = Vec::new();
     for h in parsed.headers.iter() {
         if h.name.eq_ignore_ascii_case("content-length") {
@@ -216,6 +223,8 @@ fn read_head(parsed: &httparse::Response<'_, '_>, reading: &Reading) -> Result<H
                 .value
                 .split(|b| *b == b',')
                 .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"));
+        } else if h.name.eq_ignore_ascii_case("idempotent-replayed") {
+            replayed = h.value.trim_ascii().eq_ignore_ascii_case(b"true");
         }
         if reading.keep_headers {
             headers.push((
@@ -228,6 +237,7 @@ fn read_head(parsed: &httparse::Response<'_, '_>, reading: &Reading) -> Result<H
         status,
         close,
         content_length,
+        replayed,
         headers,
     })
 }
@@ -254,6 +264,7 @@ mod tests {
             (404, false, &b"{}"[..])
         );
         assert!(r.headers.is_empty());
+        assert!(!r.replayed);
         let (r, rest) = parse_response(&two[used..], &strict(false), false)
             .unwrap()
             .unwrap();
@@ -282,6 +293,12 @@ mod tests {
                 String::from_utf8_lossy(bad)
             );
         }
+        let replay =
+            b"HTTP/1.1 201 Created\r\nIdempotent-Replayed: true\r\nContent-Length: 0\r\n\r\n";
+        let (r, _) = parse_response(replay, &strict(false), false)
+            .unwrap()
+            .unwrap();
+        assert!(r.replayed && r.headers.is_empty());
         let http10 = b"HTTP/1.0 204 No Content\r\n\r\n";
         let (r, _) = parse_response(http10, &strict(false), false)
             .unwrap()

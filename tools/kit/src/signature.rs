@@ -1,6 +1,6 @@
 //! Verifying a webhook's `X-Service-Signature` header.
 //!
-//! The scheme is Stripe's:
+//! The scheme is Stripe's (README, "Webhooks"):
 //! `t=<unix seconds>,v1=<lowercase hex>[,v1=<hex>...]`, where each `v1` is
 //! the HMAC-SHA256 of `"<t>.<raw body>"` keyed with one of the company's
 //! `whsec_...` secrets (two entries during the grace period after a

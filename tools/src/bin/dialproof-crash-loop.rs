@@ -1,7 +1,7 @@
 //! `dialproof-crash-loop`: runs the service under mixed load on loopback,
 //! SIGKILLs it at random moments `--kills` times (default 200), restarts
 //! it, and checks the durability invariants after every restart and at the
-//! end (README, "Reliability"). Prints the kills survived and every
+//! end (tests/README.md, "Reliability"). Prints the kills survived and every
 //! invariant violation; exits 1 when there was any, 2 when the run itself
 //! failed.
 //!

@@ -1,8 +1,8 @@
 //! `dialproof-load`: HTTPS load for Dialproof's API (create / read /
 //! cancel in chosen proportions, open loop at a rate or closed loop at a
 //! concurrency, optional SIP calls and webhook timing). Loopback targets
-//! only unless `--allow-remote`. See `dialproof-load --help` and the
-//! README's "Load generator" section.
+//! only unless `--allow-remote`. See `dialproof-load --help` and
+//! tools/README.md.
 //!
 //! Not for: anything beyond parsing the command line and printing the
 //! report; the work is in `dialproof_tools::load`.

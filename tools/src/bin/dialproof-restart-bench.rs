@@ -22,11 +22,12 @@
 //! writes them. Webhook URLs are loopback addresses, which the service's
 //! guard refuses, so nothing leaves the machine.
 //!
-//! Not for: a pass/fail test (figures depend on the machine; the README's
+//! Not for: a pass/fail test (figures depend on the machine; benches/README.md's
 //! "Restart after SIGKILL, and memory" has this machine's), or cold-cache
 //! timings (the database was just written and sits in the page cache).
 
 use anyhow::{bail, Context, Result};
+use clap::Parser;
 use dialproof_engine::ids::VerificationId;
 use dialproof_engine::pool::Pool;
 use dialproof_engine::time::UnixMillis;
@@ -38,10 +39,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-const USAGE: &str = "usage:
-  dialproof-restart-bench --bin target/release/dialproof [--numbers 1000000] [--stored 1000000]
-                          [--pending 300000] [--overdue 3000] [--keep]";
 
 /// How long a start may take to print READY before the run is abandoned.
 const READY_TIMEOUT: Duration = Duration::from_secs(300);
@@ -56,24 +53,43 @@ const INTERNATIONAL_START: u64 = 442_030_000_000;
 /// TTL of every seeded verification.
 const TTL_SECONDS: u32 = 600;
 
+#[derive(Debug, Parser)]
+#[command(
+    name = "dialproof-restart-bench",
+    version,
+    about = "Time Dialproof's restart after SIGKILL with a large database, and its memory per number and per pending verification"
+)]
 struct Args {
+    /// The service binary to run (build it with `cargo build --release`).
+    #[arg(long)]
     bin: PathBuf,
+    /// Configured numbers (two ranges; 40..=2000000).
+    #[arg(long, default_value_t = 1_000_000)]
     numbers: u64,
+    /// Verifications written to the database.
+    #[arg(long, default_value_t = 1_000_000)]
     stored: u64,
+    /// Of those, pending (at most --numbers and --stored).
+    #[arg(long, default_value_t = 300_000)]
     pending: u64,
+    /// Of the pending, already past their TTL at the first start.
+    #[arg(long, default_value_t = 3_000)]
     overdue: u64,
+    /// Keep the run's directory (printed) instead of removing it.
+    #[arg(long)]
     keep: bool,
 }
 
 fn main() {
     if let Err(e) = run() {
-        eprintln!("error: {e:#}\n{USAGE}");
+        eprintln!("dialproof-restart-bench: {e:#}");
         std::process::exit(2);
     }
 }
 
 fn run() -> Result<()> {
-    let args = parse_args(std::env::args().skip(1))?;
+    let args = Args::parse();
+    check_args(&args)?;
     let root = std::env::temp_dir().join(format!("dialproof-restart-bench-{}", std::process::id()));
     let result = bench(&args, &root);
     if args.keep {
@@ -84,45 +100,14 @@ fn run() -> Result<()> {
     result
 }
 
-fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args> {
-    let mut args = Args {
-        bin: PathBuf::new(),
-        numbers: 1_000_000,
-        stored: 1_000_000,
-        pending: 300_000,
-        overdue: 3_000,
-        keep: false,
-    };
-    while let Some(flag) = it.next() {
-        if flag == "--keep" {
-            args.keep = true;
-            continue;
-        }
-        let value = it.next().with_context(|| format!("{flag} needs a value"))?;
-        let count = || {
-            value
-                .parse::<u64>()
-                .with_context(|| format!("{flag} {value}"))
-        };
-        match flag.as_str() {
-            "--bin" => args.bin = PathBuf::from(&value),
-            "--numbers" => args.numbers = count()?,
-            "--stored" => args.stored = count()?,
-            "--pending" => args.pending = count()?,
-            "--overdue" => args.overdue = count()?,
-            other => bail!("unknown argument {other}"),
-        }
-    }
-    if args.bin.as_os_str().is_empty() {
-        bail!("--bin is required");
-    }
+fn check_args(args: &Args) -> Result<()> {
     if args.pending > args.numbers || args.pending > args.stored || args.overdue > args.pending {
         bail!("need overdue <= pending <= numbers and pending <= stored");
     }
     if args.numbers < 2 * BASELINE_NUMBERS || args.numbers > 2_000_000 {
         bail!("--numbers must be in 40..=2000000 (two ranges of at most a million)");
     }
-    Ok(args)
+    Ok(())
 }
 
 fn bench(args: &Args, root: &Path) -> Result<()> {
@@ -356,6 +341,7 @@ fn seed(db: &Path, args: &Args, company_id: i64, key_id: i64, now: UnixMillis) -
         loop {
             let tx = tx.clone();
             let op = WriteOp::InsertVerification {
+                keyed: None,
                 row: row.clone(),
                 reply: Box::new(move |r| {
                     let _ = tx.send(r);
@@ -424,5 +410,6 @@ fn seeded_row(n: u64, args: &Args, now: UnixMillis) -> VerificationRow {
         caller_id: String::new(),
         lease_generation: 1,
         failure_reason: None,
+        idempotency_key: None,
     }
 }

@@ -3,11 +3,16 @@
 //!
 //! - `call --to NUMBER --from NUMBER [--target ADDR] [--withheld]` places a
 //!   simulated inbound call the way a provider's gateway would: an INVITE
-//!   to Dialproof's SIP address, then it prints every response and ACKs the
-//!   final one. Dialproof rejects the call (603 by default) without
-//!   answering it; if NUMBER was leased to a pending verification, that
-//!   verification is now `completed` with `caller_id_received` = the
-//!   `--from` number.
+//!   to Dialproof's SIP address, then it prints every response, ACKs the
+//!   final one and says what the call did. Dialproof rejects every call
+//!   (603 by default) without answering it, so the code alone cannot tell a
+//!   completed verification from a number with nothing pending; the final
+//!   response's `Warning` header names the outcome
+//!   (`dialproof_engine::sip::outcome`), and the last line printed is that
+//!   outcome in words. Exit status: 0 when the call completed a
+//!   verification, 1 when it was rejected without completing one, 2 when
+//!   there was no usable answer (or the call was answered, which Dialproof
+//!   never does).
 //! - `registrar --listen ADDR --user U --password P [--expires S]` acts as
 //!   the provider's registrar for `register` lines: it challenges every
 //!   REGISTER with a digest (`qop=auth`), checks the answer and grants
@@ -17,8 +22,11 @@
 //! beyond what the two commands print.
 
 use anyhow::{bail, Context, Result};
+use clap::builder::NonEmptyStringValueParser;
+use clap::{Parser, Subcommand};
 use dialproof_engine::sip::digest::verify;
 use dialproof_engine::sip::message::{Message, Method};
+use dialproof_engine::sip::outcome::CallOutcome;
 use dialproof_engine::sip::response::build_response;
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -28,55 +36,86 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// INVITE retransmission interval (RFC 3261 T1); doubled each time.
 const T1: Duration = Duration::from_millis(500);
 
-const USAGE: &str = "usage:
-  dialproof-sim call --to NUMBER --from NUMBER [--target 127.0.0.1:5060] [--bind 127.0.0.1:0] [--withheld]
-  dialproof-sim registrar --listen 127.0.0.1:5070 --user USER --password PASSWORD [--expires 60]";
-
-fn main() {
-    if let Err(e) = run() {
-        eprintln!("error: {e:#}\n{USAGE}");
-        std::process::exit(2);
-    }
+#[derive(Debug, Parser)]
+#[command(
+    name = "dialproof-sim",
+    version,
+    about = "A loopback SIP provider: place a simulated inbound call, or act as a registrar"
+)]
+struct Args {
+    #[command(subcommand)]
+    command: Command,
 }
 
-fn run() -> Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let Some(command) = args.first() else {
-        bail!("no command");
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Call a number as a provider's gateway would, print every response
+    /// and what the call did. Exits 0 when it completed a verification, 1
+    /// when it was rejected without completing one, 2 on no usable answer.
+    Call {
+        /// The number to call: a verification's `dial_number` (an empty
+        /// value, as from a shell variable that was never set, is refused).
+        #[arg(long, value_name = "NUMBER", value_parser = NonEmptyStringValueParser::new())]
+        to: String,
+        /// The caller's number, in any format a provider sends
+        /// (`+79161234567`, `89161234567`, ...).
+        #[arg(
+            long,
+            value_name = "NUMBER",
+            required_unless_present = "withheld",
+            value_parser = NonEmptyStringValueParser::new()
+        )]
+        from: Option<String>,
+        /// Dialproof's SIP address (its `[sip] listen`).
+        #[arg(long, default_value = "127.0.0.1:5060")]
+        target: SocketAddr,
+        /// Our own address (port 0 picks a free one).
+        #[arg(long, default_value = "127.0.0.1:0")]
+        bind: SocketAddr,
+        /// Call with a hidden number (`Privacy: id`, anonymous From).
+        #[arg(long)]
+        withheld: bool,
+    },
+    /// Act as a provider's registrar for a `register` line: challenge each
+    /// REGISTER with a digest, grant it when the answer matches.
+    Registrar {
+        /// Address to listen on (UDP).
+        #[arg(long, default_value = "127.0.0.1:5070")]
+        listen: SocketAddr,
+        /// The line's `username`.
+        #[arg(long)]
+        user: String,
+        /// The line's `password`.
+        #[arg(long)]
+        password: String,
+        /// The longest registration granted, in seconds.
+        #[arg(long, default_value_t = 60)]
+        expires: u32,
+    },
+}
+
+fn main() {
+    let result = match Args::parse().command {
+        Command::Call {
+            to,
+            from,
+            target,
+            bind,
+            withheld,
+        } => call(&to, from.as_deref(), target, bind, withheld),
+        Command::Registrar {
+            listen,
+            user,
+            password,
+            expires,
+        } => registrar(listen, &user, &password, expires).map(|()| 0),
     };
-    let opt = |name: &str| -> Option<String> {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1).cloned())
-    };
-    let flag = |name: &str| args.iter().any(|a| a == name);
-    match command.as_str() {
-        "call" => call(
-            &opt("--to").context("--to is required")?,
-            &opt("--from").context("--from is required")?,
-            opt("--target")
-                .unwrap_or_else(|| "127.0.0.1:5060".into())
-                .parse()
-                .context("--target")?,
-            opt("--bind")
-                .unwrap_or_else(|| "127.0.0.1:0".into())
-                .parse()
-                .context("--bind")?,
-            flag("--withheld"),
-        ),
-        "registrar" => registrar(
-            opt("--listen")
-                .unwrap_or_else(|| "127.0.0.1:5070".into())
-                .parse()
-                .context("--listen")?,
-            &opt("--user").context("--user is required")?,
-            &opt("--password").context("--password is required")?,
-            opt("--expires")
-                .unwrap_or_else(|| "60".into())
-                .parse()
-                .context("--expires")?,
-        ),
-        other => bail!("unknown command {other:?}"),
+    match result {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("dialproof-sim: {e:#}");
+            std::process::exit(2);
+        }
     }
 }
 
@@ -147,10 +186,19 @@ impl Dialog {
     }
 }
 
-fn call(to: &str, from: &str, target: SocketAddr, bind: SocketAddr, withheld: bool) -> Result<()> {
+/// Places the call; returns the exit status (0: a verification was
+/// completed, 1: rejected without completing one).
+fn call(
+    to: &str,
+    from: Option<&str>,
+    target: SocketAddr,
+    bind: SocketAddr,
+    withheld: bool,
+) -> Result<i32> {
     let socket = UdpSocket::bind(bind).context("binding the caller socket")?;
     let local = socket.local_addr()?;
     let tag = random_hex();
+    let from = from.unwrap_or("anonymous");
     let (from_header, privacy) = if withheld {
         (
             format!("\"Anonymous\" <sip:anonymous@anonymous.invalid>;tag={tag}"),
@@ -180,8 +228,39 @@ fn call(to: &str, from: &str, target: SocketAddr, bind: SocketAddr, withheld: bo
     if code < 300 {
         bail!("the call was answered ({code}): Dialproof should never answer");
     }
-    println!("call rejected with {code} without being answered: the caller pays nothing");
-    Ok(())
+    let outcome = resp.header("Warning").and_then(CallOutcome::from_warning);
+    println!("{}", what_happened(to, code, outcome));
+    Ok(if outcome == Some(CallOutcome::Completed) {
+        0
+    } else {
+        1
+    })
+}
+
+/// The last line `call` prints: what the rejected call did, in words.
+fn what_happened(to: &str, code: u16, outcome: Option<CallOutcome>) -> String {
+    let rejected = format!("rejected with {code} without being answered: the caller pays nothing");
+    match (outcome, code) {
+        (Some(CallOutcome::Completed), _) => format!("verification completed; call {rejected}"),
+        (Some(CallOutcome::NoPendingVerification), _) => {
+            format!("nothing changed: no verification is pending on {to}; call {rejected}")
+        }
+        (Some(CallOutcome::CallerWithheld), _) => format!(
+            "nothing changed: the caller's number is withheld, so the verification stays \
+             pending; call {rejected}"
+        ),
+        (Some(CallOutcome::NotRecorded), _) => {
+            format!("nothing changed: the service could not record the call (see its log); call {rejected}")
+        }
+        (None, 404) => {
+            format!("nothing changed: {to} is not one of the line's numbers; call {rejected}")
+        }
+        (None, 403) => format!(
+            "nothing changed: the service takes no calls from this address (or not for {to} \
+             from it); call {rejected}"
+        ),
+        (None, _) => format!("call {rejected}; the answer does not say what the call did"),
+    }
 }
 
 /// Sends `invite` and retransmits it on Timer A (T1, doubling) until a

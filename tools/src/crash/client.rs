@@ -29,11 +29,13 @@ const READING: Reading = Reading {
     body_bytes_max: RESPONSE_BYTES_MAX,
 };
 
-/// One answer: status and body.
+/// One answer: status, body, and whether it replayed a key's create.
 #[derive(Debug, Clone)]
 pub struct Reply {
     pub status: u16,
     pub body: Vec<u8>,
+    /// `Idempotent-Replayed: true`.
+    pub replayed: bool,
 }
 
 impl Reply {
@@ -80,19 +82,38 @@ impl Client {
         self.request("POST", "/api/v1/verifications/", Some(&bytes))
     }
 
-    /// One request on the kept connection (opened if needed); any error
-    /// drops the connection so the next request starts afresh.
-    pub fn request(&mut self, method: &str, path: &str, body: Option<&[u8]>) -> io::Result<Reply> {
-        let result = self.try_request(method, path, body);
+    /// A create with `Idempotency-Key: key`.
+    pub fn create_keyed(&mut self, body: &serde_json::Value, key: &str) -> io::Result<Reply> {
+        let bytes = body.to_string().into_bytes();
+        let result = self.try_request("POST", "/api/v1/verifications/", Some(&bytes), Some(key));
         if result.is_err() {
             self.conn = None;
         }
         result
     }
 
-    fn try_request(&mut self, method: &str, path: &str, body: Option<&[u8]>) -> io::Result<Reply> {
+    /// One request on the kept connection (opened if needed); any error
+    /// drops the connection so the next request starts afresh.
+    pub fn request(&mut self, method: &str, path: &str, body: Option<&[u8]>) -> io::Result<Reply> {
+        let result = self.try_request(method, path, body, None);
+        if result.is_err() {
+            self.conn = None;
+        }
+        result
+    }
+
+    fn try_request(
+        &mut self,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+        idempotency_key: Option<&str>,
+    ) -> io::Result<Reply> {
         let auth = format!("Bearer {}", self.token);
         let mut headers = vec![("Authorization", auth.as_str())];
+        if let Some(key) = idempotency_key {
+            headers.push(("Idempotency-Key", key));
+        }
         if body.is_some() {
             headers.push(("Content-Type", "application/json"));
         }
@@ -103,6 +124,7 @@ impl Client {
         Ok(Reply {
             status: response.status,
             body: response.body,
+            replayed: response.replayed,
         })
     }
 

@@ -44,6 +44,9 @@ struct Inner {
     cancelled: std::collections::HashSet<String>,
     /// Webhook event types received per verification, one per delivery.
     webhooks: HashMap<String, Vec<String>>,
+    /// Each idempotency key answered 201: its request body and the
+    /// verification every 201 for it must name.
+    keys: HashMap<String, (Value, String)>,
     violations: Vec<String>,
     counts: BTreeMap<&'static str, u64>,
 }
@@ -102,6 +105,50 @@ impl Ledger {
                 terminal_at: None,
             },
         );
+    }
+
+    /// A `201` to a create with idempotency `key` and `body` (`replayed`
+    /// when it said so): one key, at most one verification, whichever
+    /// attempt got the answer.
+    pub fn created_keyed(&self, key: &str, body: &Value, v: Value, replayed: bool) {
+        let id = v["verification_id"].as_str().unwrap_or("").to_owned();
+        let known = self.lock().keys.get(key).map(|(_, id)| id.clone());
+        match known {
+            Some(first) if first != id => self.violation(format!(
+                "idempotency key {key}: two verifications, {first} and {id}"
+            )),
+            Some(_) if !replayed => self.violation(format!(
+                "idempotency key {key}: {id} answered again without Idempotent-Replayed"
+            )),
+            Some(_) => self.count("replayed (201)"),
+            None => {
+                self.lock()
+                    .keys
+                    .insert(key.to_owned(), (body.clone(), id.clone()));
+                if replayed {
+                    // Its first 201 was lost (a kill): this is its first.
+                    self.count("replayed after a lost answer (201)");
+                }
+                self.created(v);
+            }
+        }
+    }
+
+    /// Whether a 201 was seen for `key`.
+    pub fn knows_key(&self, key: &str) -> bool {
+        self.lock().keys.contains_key(key)
+    }
+
+    /// Every acknowledged key: (key, its request body, its verification).
+    pub fn acknowledged_keys(&self) -> Vec<(String, Value, String)> {
+        let inner = self.lock();
+        let mut keys: Vec<_> = inner
+            .keys
+            .iter()
+            .map(|(k, (body, id))| (k.clone(), body.clone(), id.clone()))
+            .collect();
+        keys.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        keys
     }
 
     /// A Verification the service showed (a read, or a cancel's answer)
@@ -300,6 +347,23 @@ mod tests {
         // Sent after: it may not.
         l.observe(&v("a", "+1", "pending"), Instant::now());
         assert_eq!(l.violations().len(), 1);
+    }
+
+    #[test]
+    fn one_key_names_one_verification() {
+        let l = Ledger::default();
+        let body = json!({"phone": "+79123456789"});
+        l.created_keyed("k", &body, v("a", "+1", "pending"), false);
+        l.created_keyed("k", &body, v("a", "+1", "pending"), true);
+        assert!(l.violations().is_empty(), "{:?}", l.violations());
+        // A second verification for the key, and an unmarked repeat.
+        l.created_keyed("k", &body, v("b", "+2", "pending"), true);
+        l.created_keyed("k", &body, v("a", "+1", "pending"), false);
+        assert_eq!(l.violations().len(), 2, "{:?}", l.violations());
+        // A replay whose first answer was lost counts as the create.
+        l.created_keyed("k2", &body, v("c", "+3", "pending"), true);
+        assert_eq!(l.ids(), vec!["a".to_owned(), "c".to_owned()]);
+        assert_eq!(l.acknowledged_keys().len(), 2);
     }
 
     #[test]

@@ -3,6 +3,10 @@
 //! numbers, recording in the [`Ledger`] what the service acknowledged.
 //! They run while the service is up and keep trying (reconnecting) while
 //! it is down; an answer lost to a kill is only counted, never assumed.
+//! Every create carries an `Idempotency-Key`, and a create whose answer was
+//! lost is retried with the same key and body until it gets one, as a
+//! client following the README would: so a kill between a create's commit
+//! and its 201 is exercised on every run.
 //!
 //! Not for: the checks (`super::ledger`) or the kills (`super::run`).
 
@@ -46,6 +50,9 @@ pub struct LoadContext {
     pub calls: CallQueue,
     pub hook_url: String,
     pub ttl_seconds: u32,
+    /// Tells this run's keys from another's (a fresh directory per run, but
+    /// the keys read well in a log).
+    pub key_prefix: String,
     /// Set while the harness checks: the threads pause.
     pub paused: Arc<AtomicBool>,
     /// Threads parked by `paused` (none has a request in flight).
@@ -85,7 +92,17 @@ pub fn start(
     Ok(handles)
 }
 
+/// A create whose answer was lost: retried, with its key and body, before
+/// anything else.
+struct Unanswered {
+    key: String,
+    body: serde_json::Value,
+}
+
 fn run(ctx: &LoadContext, mut client: Client, mut rng: Rng) {
+    let mut unanswered: Option<Unanswered> = None;
+    let thread = rng.next_u64() % 1_000_000;
+    let mut seq = 0u64;
     while !ctx.stop.load(Ordering::Acquire) {
         if ctx.paused.load(Ordering::Acquire) {
             ctx.idle.fetch_add(1, Ordering::AcqRel);
@@ -95,10 +112,16 @@ fn run(ctx: &LoadContext, mut client: Client, mut rng: Rng) {
             ctx.idle.fetch_sub(1, Ordering::AcqRel);
             continue;
         }
-        let ok = match rng.range(0, 9) {
-            0..=3 => create(ctx, &mut client, &mut rng),
-            4..=7 => read(ctx, &mut client, &mut rng),
-            _ => cancel(ctx, &mut client, &mut rng),
+        let ok = match (unanswered.take(), rng.range(0, 9)) {
+            (Some(retry), _) => create(ctx, &mut client, (retry, &mut rng), &mut unanswered),
+            (None, 0..=3) => {
+                seq += 1;
+                let key = format!("{}-{thread}-{seq}", ctx.key_prefix);
+                let fresh = new_create(ctx, &mut rng, key);
+                create(ctx, &mut client, (fresh, &mut rng), &mut unanswered)
+            }
+            (None, 4..=7) => read(ctx, &mut client, &mut rng),
+            (None, _) => cancel(ctx, &mut client, &mut rng),
         };
         if !ok {
             // Down (killed, restarting): do not spin.
@@ -107,7 +130,7 @@ fn run(ctx: &LoadContext, mut client: Client, mut rng: Rng) {
     }
 }
 
-fn create(ctx: &LoadContext, client: &mut Client, rng: &mut Rng) -> bool {
+fn new_create(ctx: &LoadContext, rng: &mut Rng, key: String) -> Unanswered {
     let phone = format!("+7912{:07}", rng.range(0, 9_999_999));
     let body = json!({
         "phone": phone,
@@ -115,7 +138,19 @@ fn create(ctx: &LoadContext, client: &mut Client, rng: &mut Rng) -> bool {
         "ttl_seconds": ctx.ttl_seconds,
         "client_ref": format!("crash-{}", rng.next_u64() % 1_000_000),
     });
-    match client.create(&body) {
+    Unanswered { key, body }
+}
+
+/// Sends a keyed create; with no answer it goes back into `unanswered`
+/// for the next turn. A 409 `conflict` (the first attempt still in
+/// flight) is retried as well.
+fn create(
+    ctx: &LoadContext,
+    client: &mut Client,
+    (c, rng): (Unanswered, &mut Rng),
+    unanswered: &mut Option<Unanswered>,
+) -> bool {
+    match client.create_keyed(&c.body, &c.key) {
         Ok(r) if r.status == 201 => {
             let Some(v) = r.json() else {
                 ctx.ledger.violation("a 201 whose body is not JSON".into());
@@ -123,9 +158,10 @@ fn create(ctx: &LoadContext, client: &mut Client, rng: &mut Rng) -> bool {
             };
             let id = v["verification_id"].as_str().unwrap_or("").to_owned();
             let number = v["dial_number"].as_str().unwrap_or("").to_owned();
-            ctx.ledger.created(v);
+            let fresh = !ctx.ledger.knows_key(&c.key);
+            ctx.ledger.created_keyed(&c.key, &c.body, v, r.replayed);
             // Half are called; the rest expire or are cancelled.
-            if rng.next_u64().is_multiple_of(2) && !ctx.calls.call(id, number) {
+            if fresh && rng.next_u64().is_multiple_of(2) && !ctx.calls.call(id, number) {
                 ctx.ledger.count("calls not queued");
             }
             true
@@ -134,12 +170,18 @@ fn create(ctx: &LoadContext, client: &mut Client, rng: &mut Rng) -> bool {
             ctx.ledger.count("rejected (503)");
             true
         }
+        Ok(r) if r.status == 409 => {
+            ctx.ledger.count("answered 409 (retried)");
+            *unanswered = Some(c);
+            true
+        }
         Ok(r) => {
             ctx.ledger.count(status_name(r.status));
             true
         }
         Err(_) => {
-            ctx.ledger.count("creates without an answer");
+            ctx.ledger.count("creates without an answer (retried)");
+            *unanswered = Some(c);
             false
         }
     }
@@ -148,7 +190,7 @@ fn create(ctx: &LoadContext, client: &mut Client, rng: &mut Rng) -> bool {
 fn read(ctx: &LoadContext, client: &mut Client, rng: &mut Rng) -> bool {
     let ids = ctx.ledger.ids();
     if ids.is_empty() {
-        return create(ctx, client, rng);
+        return true;
     }
     let id = &ids[rng.range(0, ids.len() as u64 - 1) as usize];
     let sent = Instant::now();
@@ -179,7 +221,7 @@ fn read(ctx: &LoadContext, client: &mut Client, rng: &mut Rng) -> bool {
 fn cancel(ctx: &LoadContext, client: &mut Client, rng: &mut Rng) -> bool {
     let open = ctx.ledger.open_ids();
     if open.is_empty() {
-        return create(ctx, client, rng);
+        return true;
     }
     let id = &open[rng.range(0, open.len() as u64 - 1) as usize];
     ctx.ledger.cancelling(id);

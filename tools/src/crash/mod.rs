@@ -84,6 +84,7 @@ pub fn run(settings: &Settings) -> Result<Outcome> {
         calls: caller.handle(),
         hook_url: receiver.hook_url(),
         ttl_seconds: TTL_SECONDS,
+        key_prefix: format!("crash-{:x}", settings.seed),
         paused: Arc::new(AtomicBool::new(false)),
         idle: AtomicUsize::new(0),
         stop: Arc::new(AtomicBool::new(false)),
@@ -221,8 +222,23 @@ fn setup(
     Ok((receiver, token, id))
 }
 
-/// While the service is down: every 503 the load was answered is stored.
+/// While the service is down: every 503 the load was answered is stored,
+/// and no idempotency key was used by two stored verifications.
 fn check_rejections(svc: &Service, ledger: &Ledger, company: i64) {
+    let several = dialproof_storage::Admin::open(&svc.database())
+        .and_then(|a| a.keys_with_several_verifications(company));
+    match several {
+        Ok(keys) => {
+            for (key, n) in keys {
+                ledger.violation(format!("idempotency key {key}: {n} verifications stored"));
+            }
+        }
+        Err(e) => ledger.violation(format!("reading the idempotency keys: {e}")),
+    }
+    check_rejection_rows(svc, ledger, company);
+}
+
+fn check_rejection_rows(svc: &Service, ledger: &Ledger, company: i64) {
     let acked = ledger.counts().get("rejected (503)").copied().unwrap_or(0);
     let stored =
         dialproof_storage::Admin::open(&svc.database()).and_then(|a| a.rejection_count(company));
@@ -298,6 +314,39 @@ fn check_round(checker: &mut Checker, ledger: &Ledger, rng: &mut Rng, sample: us
         .collect();
     ledger.check_pending_numbers(&read);
     ledger.check_webhook_kinds();
+    check_replays(checker, ledger, rng, sample);
+}
+
+/// After a restart: `sample` acknowledged keys, sent again with their
+/// bodies, replay their own verification.
+fn check_replays(checker: &mut Checker, ledger: &Ledger, rng: &mut Rng, sample: usize) {
+    let keys = ledger.acknowledged_keys();
+    if keys.is_empty() || sample == 0 {
+        return;
+    }
+    for _ in 0..sample.min(keys.len()) {
+        let (key, body, id) = &keys[rng.range(0, keys.len() as u64 - 1) as usize];
+        if !checker.in_time(ledger) {
+            return;
+        }
+        match checker.client.create_keyed(body, key) {
+            Ok(r) if r.status == 201 && r.replayed => {
+                let got = r
+                    .json()
+                    .and_then(|v| v["verification_id"].as_str().map(str::to_owned));
+                if got.as_deref() != Some(id.as_str()) {
+                    ledger.violation(format!("idempotency key {key}: replayed {got:?}, not {id}"));
+                }
+                ledger.count("replays checked after a restart");
+            }
+            Ok(r) => ledger.violation(format!(
+                "idempotency key {key} of {id}: retried after a restart, answered {}{}",
+                r.status,
+                if r.replayed { " (replayed)" } else { "" }
+            )),
+            Err(e) => ledger.violation(format!("idempotency key {key}: no answer ({e})")),
+        }
+    }
 }
 
 /// The end: wait for every pending verification to end and for every
@@ -314,6 +363,8 @@ fn finish(checker: &mut Checker, ledger: &Ledger, rng: &mut Rng) {
     for id in ledger.ids() {
         read_back(checker, ledger, &id);
     }
+    let keys = ledger.acknowledged_keys().len();
+    check_replays(checker, ledger, rng, keys);
     ledger.check_webhook_kinds();
     let undelivered = ledger.undelivered();
     if !undelivered.is_empty() {

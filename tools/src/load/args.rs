@@ -99,6 +99,15 @@ pub struct Args {
     /// `ttl_seconds` of created verifications.
     #[arg(long, default_value_t = 60)]
     pub ttl: u32,
+    /// Send a fresh `Idempotency-Key` with every create (unique per create
+    /// and per run), as a client that retries safely does.
+    #[arg(long)]
+    pub idempotency_keys: bool,
+    /// With --idempotency-keys: this share of creates (0..=1) instead
+    /// repeats an earlier create of the run with its key and body, byte for
+    /// byte; each must be answered with that create's 201, replayed.
+    #[arg(long, default_value_t = 0.0, value_name = "SHARE")]
+    pub replay_share: f64,
 
     /// Place a SIP call to the dial number of every created verification
     /// and time call-to-webhook.
@@ -199,6 +208,12 @@ impl Args {
         }
         if !(0.0..=1.0).contains(&self.call_share) {
             bail!("--call-share must be 0..=1");
+        }
+        if !(0.0..=1.0).contains(&self.replay_share) {
+            bail!("--replay-share must be 0..=1, got {}", self.replay_share);
+        }
+        if self.replay_share > 0.0 && !self.idempotency_keys {
+            bail!("--replay-share needs --idempotency-keys (a replay repeats a keyed create)");
         }
         if self.calls && !mix.has_create() {
             bail!("--calls needs creates in the mix");

@@ -101,6 +101,8 @@ pub fn run(args: &Args) -> Result<Report> {
             webhook_url: format!("{base_url}/hook"),
             ttl_seconds: args.ttl,
             get_path: args.path.clone(),
+            idempotency_keys: args.idempotency_keys.then(run_key_prefix),
+            replay_share: args.replay_share,
         }),
         target,
         duration: Duration::from_secs_f64(args.duration),
@@ -179,6 +181,15 @@ fn keys_and_secrets(args: &Args, base_url: &str) -> Result<(Vec<String>, Vec<Str
         Vec::new()
     };
     Ok((tokens, secrets))
+}
+
+/// The prefix that makes this run's idempotency keys its own.
+fn run_key_prefix() -> ops::KeyPrefix {
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0);
+    ops::KeyPrefix(format!("load-{started:x}"))
 }
 
 fn run_info(args: &Args, mode: Mode, mix: &ops::Mix, threads: usize, keys: usize) -> RunInfo {

@@ -23,6 +23,8 @@ pub const KNOWN_IDS_MAX: usize = 1024;
 pub const PENDING_IDS_MAX: usize = 4096;
 /// Cancelled ids remembered per key for repeated cancels.
 pub const CANCELLED_IDS_MAX: usize = 256;
+/// Keyed creates remembered per key for deliberate replays.
+pub const REPLAYABLE_MAX: usize = 256;
 
 /// One kind of request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -32,10 +34,17 @@ pub enum Op {
     Cancel,
     /// A plain GET of `--path` without a key (a probe of the HTTP layer).
     Get,
+    /// A create sent again with its `Idempotency-Key` and body, byte for
+    /// byte (`--replay-share`): a success is the first create's 201,
+    /// replayed.
+    Replay,
 }
 
 impl Op {
+    /// The operations a mix weighs.
     pub const ALL: [Op; 4] = [Op::Create, Op::Read, Op::Cancel, Op::Get];
+    /// Every operation the statistics count.
+    pub const COUNTED: [Op; 5] = [Op::Create, Op::Read, Op::Cancel, Op::Get, Op::Replay];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -43,6 +52,7 @@ impl Op {
             Op::Read => "read",
             Op::Cancel => "cancel",
             Op::Get => "get",
+            Op::Replay => "replay",
         }
     }
 
@@ -53,7 +63,7 @@ impl Op {
     /// Whether an HTTP status is this operation's success.
     pub fn is_success(self, status: u16) -> bool {
         match self {
-            Op::Create => status == 201,
+            Op::Create | Op::Replay => status == 201,
             Op::Read | Op::Cancel => status == 200,
             // A probe: any answer the server did not fail on.
             Op::Get => status < 500,
@@ -157,7 +167,19 @@ pub struct Shared {
     pub webhook_url: String,
     pub ttl_seconds: u32,
     pub get_path: String,
+    /// Creates carry an `Idempotency-Key`, unique per create within a run
+    /// (`--idempotency-keys`); `None` sends none.
+    pub idempotency_keys: Option<KeyPrefix>,
+    /// The share of creates that repeat an earlier keyed create instead
+    /// (`--replay-share`, 0..=1).
+    pub replay_share: f64,
 }
+
+/// What makes a run's idempotency keys unique: `load-<run>-<thread>-<seq>`,
+/// with `run` from the start time, so two runs against one database never
+/// share a key.
+#[derive(Debug, Clone)]
+pub struct KeyPrefix(pub String);
 
 /// A request ready to send.
 #[derive(Debug)]
@@ -167,6 +189,8 @@ pub struct Planned {
     pub bytes: Vec<u8>,
     /// A read or cancel that became a create for want of ids.
     pub substituted: bool,
+    /// A replay: the verification id its first create got.
+    pub replay_of: Option<String>,
 }
 
 #[derive(Debug, Default)]
@@ -177,11 +201,14 @@ struct Ids {
     known_next: usize,
     cancelled: Vec<String>,
     cancelled_next: usize,
+    /// Keyed creates answered 201: (verification id, request bytes).
+    replayable: Vec<(String, Vec<u8>)>,
+    replayable_next: usize,
 }
 
 /// Adds to a bounded ring: appends while there is room, else overwrites
 /// the oldest.
-fn remember(ring: &mut Vec<String>, next: &mut usize, max: usize, id: String) {
+fn remember<T>(ring: &mut Vec<T>, next: &mut usize, max: usize, id: T) {
     if ring.len() < max {
         ring.push(id);
     } else {
@@ -233,6 +260,7 @@ impl Planner {
                 key: 0,
                 bytes: self.get_bytes.clone(),
                 substituted: false,
+                replay_of: None,
             };
         }
         let key = self.next_key;
@@ -242,6 +270,11 @@ impl Planner {
             Op::Cancel => self.cancel_id(key),
             _ => None,
         };
+        if op == Op::Create && self.chance(self.shared.replay_share) {
+            if let Some(replay) = self.replay_request(key) {
+                return replay;
+            }
+        }
         match (op, id) {
             (Op::Read, Some(id)) => self.item_request(Op::Read, key, "GET", &id, ""),
             (Op::Cancel, Some(id)) => self.item_request(Op::Cancel, key, "POST", &id, "cancel/"),
@@ -265,6 +298,35 @@ impl Planner {
             ids.pending.push_back(id.clone());
         }
         remember(&mut ids.known, &mut ids.known_next, KNOWN_IDS_MAX, id);
+    }
+
+    /// Remembers a keyed create answered 201, for replays: its id and the
+    /// exact bytes it was sent with.
+    pub fn created_keyed(&mut self, key: usize, id: String, request: Vec<u8>) {
+        if let Some(ids) = self.ids.get_mut(key) {
+            let (ring, next) = (&mut ids.replayable, &mut ids.replayable_next);
+            remember(ring, next, REPLAYABLE_MAX, (id, request));
+        }
+    }
+
+    /// Whether creates carry keys (the worker then keeps their bytes).
+    pub fn keyed(&self) -> bool {
+        self.shared.idempotency_keys.is_some()
+    }
+
+    fn replay_request(&mut self, key: usize) -> Option<Planned> {
+        let n = self.ids[key].replayable.len();
+        if n == 0 {
+            return None;
+        }
+        let (id, bytes) = self.ids[key].replayable[self.rng.below(n)].clone();
+        Some(Planned {
+            op: Op::Replay,
+            key,
+            bytes,
+            substituted: false,
+            replay_of: Some(id),
+        })
     }
 
     /// True with probability `p` (0..=1).
@@ -315,6 +377,7 @@ impl Planner {
             key,
             bytes,
             substituted: false,
+            replay_of: None,
         }
     }
 
@@ -329,14 +392,22 @@ impl Planner {
         })
         .to_string();
         let auth = format!("Bearer {}", self.auth(key));
+        let idempotency_key = s
+            .idempotency_keys
+            .as_ref()
+            .map(|prefix| format!("{}-{}-{}", prefix.0, self.thread, self.seq));
+        let mut headers = vec![
+            ("Host", s.host.as_str()),
+            ("Authorization", auth.as_str()),
+            ("Content-Type", "application/json"),
+        ];
+        if let Some(k) = &idempotency_key {
+            headers.push(("Idempotency-Key", k.as_str()));
+        }
         let bytes = build_request(
             "POST",
             "/api/v1/verifications/",
-            &[
-                ("Host", s.host.as_str()),
-                ("Authorization", auth.as_str()),
-                ("Content-Type", "application/json"),
-            ],
+            &headers,
             body.as_bytes(),
             true,
         );
@@ -345,6 +416,7 @@ impl Planner {
             key,
             bytes,
             substituted: false,
+            replay_of: None,
         }
     }
 }
@@ -362,7 +434,42 @@ mod tests {
             webhook_url: "http://127.0.0.1:9/hook".into(),
             ttl_seconds: 60,
             get_path: "/".into(),
+            idempotency_keys: None,
+            replay_share: 0.0,
         })
+    }
+
+    #[test]
+    fn keyed_creates_get_unique_keys_and_replays_repeat_them_byte_for_byte() {
+        let mut shared = Arc::try_unwrap(shared("create=1")).unwrap();
+        // One key (token), so every create can replay the one remembered.
+        shared.tokens.truncate(1);
+        shared.idempotency_keys = Some(KeyPrefix("load-r1".into()));
+        shared.replay_share = 0.5;
+        let mut p = Planner::new(Arc::new(shared), 3, 9);
+        assert_eq!(p.next_key, 0);
+        let first = p.next_request();
+        assert_eq!(first.op, Op::Create, "nothing to replay yet");
+        let text = String::from_utf8(first.bytes.clone()).unwrap();
+        assert!(
+            text.contains("\r\nIdempotency-Key: load-r1-3-1\r\n"),
+            "{text}"
+        );
+        let second = String::from_utf8(p.next_request().bytes).unwrap();
+        assert!(
+            second.contains("\r\nIdempotency-Key: load-r1-3-2\r\n"),
+            "{second}"
+        );
+        p.created_keyed(first.key, "ver_X".into(), first.bytes.clone());
+        let replays: Vec<Planned> = (0..200)
+            .map(|_| p.next_request())
+            .filter(|r| r.op == Op::Replay)
+            .collect();
+        assert!((60..140).contains(&replays.len()), "{}", replays.len());
+        for r in replays {
+            assert_eq!(r.replay_of.as_deref(), Some("ver_X"));
+            assert_eq!(r.bytes, first.bytes);
+        }
     }
 
     #[test]

@@ -136,7 +136,7 @@ impl Report {
                 0.0
             }
         };
-        let operations = Op::ALL
+        let operations = Op::COUNTED
             .iter()
             .filter(|op| stats.ops[op.index()].sent > 0)
             .map(|op| {

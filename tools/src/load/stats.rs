@@ -70,7 +70,7 @@ impl OpStats {
 /// One thread's figures (or all threads' after [`Stats::merge`]).
 #[derive(Debug, Clone)]
 pub struct Stats {
-    pub ops: [OpStats; 4],
+    pub ops: [OpStats; 5],
     /// Every HTTP answer's latency, microseconds.
     pub all_responses_us: Histogram<u64>,
     /// Reads or cancels sent as creates for want of ids.
@@ -93,6 +93,7 @@ impl Default for Stats {
     fn default() -> Self {
         Stats {
             ops: [
+                OpStats::new(),
                 OpStats::new(),
                 OpStats::new(),
                 OpStats::new(),
@@ -176,7 +177,7 @@ impl Stats {
     /// were not a success, then the failure kinds.
     pub fn errors_by_kind(&self) -> BTreeMap<String, u64> {
         let mut out = BTreeMap::new();
-        for op in Op::ALL {
+        for op in Op::COUNTED {
             let s = &self.ops[op.index()];
             for (status, n) in &s.statuses {
                 if !op.is_success(*status) {

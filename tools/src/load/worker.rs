@@ -59,6 +59,10 @@ pub struct Plan {
 struct InFlight {
     op: Op,
     key: usize,
+    /// A keyed create's bytes, kept for later replays.
+    request: Option<Vec<u8>>,
+    /// A replay: the id its first create got.
+    replay_of: Option<String>,
     /// When the request was due (open loop) or sent (closed loop).
     intended: Instant,
     deadline: Instant,
@@ -269,11 +273,15 @@ impl Worker<'_> {
         self.stats.substituted += u64::from(planned.substituted);
         self.stats.op(planned.op).sent += 1;
         self.counters.add_sent();
-        let keep_body = planned.op == Op::Create;
+        let keep_body = matches!(planned.op, Op::Create | Op::Replay);
+        let request =
+            (planned.op == Op::Create && self.planner.keyed()).then(|| planned.bytes.clone());
         self.busy += 1;
         self.slots[i].inflight = Some(InFlight {
             op: planned.op,
             key: planned.key,
+            request,
+            replay_of: planned.replay_of,
             intended,
             deadline: now + self.plan.timeout,
         });
@@ -307,7 +315,14 @@ impl Worker<'_> {
         };
         let mut ok = f.op.is_success(r.status);
         if ok && f.op == Op::Create {
-            ok = self.created(f.key, &r.body);
+            // A fresh key must never be answered as a replay.
+            ok = !r.replayed && self.created(f.key, &r.body, f.request);
+        }
+        if ok && f.op == Op::Replay {
+            ok = r.replayed && created_id(&r.body).as_deref() == f.replay_of.as_deref();
+        }
+        if !ok && matches!(f.op, Op::Create | Op::Replay) && f.op.is_success(r.status) {
+            self.stats.op(f.op).bad_bodies += 1;
         }
         let latency = now.saturating_duration_since(f.intended);
         self.stats.answered(f.op, r.status, ok, latency);
@@ -318,16 +333,20 @@ impl Worker<'_> {
     }
 
     /// Reads a created Verification; false when its body is not one.
-    fn created(&mut self, key: usize, body: &[u8]) -> bool {
+    /// A keyed create's `request` is remembered for replays.
+    fn created(&mut self, key: usize, body: &[u8], request: Option<Vec<u8>>) -> bool {
         #[derive(serde::Deserialize)]
         struct Created {
             verification_id: String,
             dial_number: String,
         }
         let Ok(v) = serde_json::from_slice::<Created>(body) else {
-            self.stats.op(Op::Create).bad_bodies += 1;
             return false;
         };
+        if let Some(request) = request {
+            self.planner
+                .created_keyed(key, v.verification_id.clone(), request);
+        }
         let call = self
             .plan
             .calls
@@ -389,4 +408,15 @@ impl Worker<'_> {
             }
         }
     }
+}
+
+/// The `verification_id` of a Verification body.
+fn created_id(body: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Created {
+        verification_id: String,
+    }
+    serde_json::from_slice::<Created>(body)
+        .ok()
+        .map(|c| c.verification_id)
 }

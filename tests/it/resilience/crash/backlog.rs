@@ -71,6 +71,7 @@ fn seeded_row(n: u64, key: &KeyRow, now: UnixMillis, past: bool) -> Verification
         caller_id: String::new(),
         lease_generation: 1,
         failure_reason: None,
+        idempotency_key: None,
     }
 }
 
@@ -97,6 +98,7 @@ fn seed(db: &std::path::Path, rows: Vec<VerificationRow>) {
         while let Some(row) = op.take() {
             let tx = tx.clone();
             let submitted = store.submit(WriteOp::InsertVerification {
+                keyed: None,
                 row: row.clone(),
                 reply: Box::new(move |r| {
                     let _ = tx.send(r);

@@ -37,7 +37,7 @@ fn rejections(server: &Server, company: Option<i64>) -> Vec<Value> {
     v.as_array().expect("array").clone()
 }
 
-/// README, "Behaviour worth knowing" (Durability): a storage failure
+/// README, "The API" (Durability): a storage failure
 /// answers the DRF 500 body, leaves nothing half-written and releases the
 /// number; the service recovers without a restart.
 #[test]

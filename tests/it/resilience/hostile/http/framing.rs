@@ -262,36 +262,37 @@ fn pipelined_requests_are_answered_in_order_with_an_error_between() {
 }
 
 #[test]
-fn chunked_bodies_and_smuggling_pairs_are_refused_and_the_connection_closed() {
+fn smuggling_pairs_and_unknown_codings_are_refused_and_the_connection_closed() {
     let (s, token) = server_one_number();
     let auth = format!("Bearer {token}");
     let smuggled = format!("GET {COLLECTION} HTTP/1.1\r\nHost: localhost\r\n\r\n");
-    let te_variants = [
-        "chunked",
-        "Chunked",
-        "gzip, chunked",
-        "chunked, identity",
-        " chunked",
-        "xchunked",
+    // (Transfer-Encoding, with a Content-Length beside it): every pair a
+    // front end might frame differently from us. Plain `chunked` alone is
+    // read (tests/create.rs); beside a Content-Length it is refused too.
+    let refused = [
+        ("chunked", true),
+        ("Chunked", true),
+        ("gzip, chunked", false),
+        ("gzip, chunked", true),
+        ("chunked, identity", false),
+        ("chunked, chunked", false),
+        ("identity", false),
+        ("xchunked", false),
     ];
-    for te in te_variants {
-        // With and without a Content-Length beside it (build_request adds
-        // none when Transfer-Encoding is given).
-        for with_length in [true, false] {
-            let mut headers = vec![("Authorization", auth.as_str()), ("Transfer-Encoding", te)];
-            if with_length {
-                headers.push(("Content-Length", "5"));
-            }
-            let chunks = format!("0\r\n\r\n{smuggled}");
-            let req = build_request("POST", COLLECTION, &headers, chunks.as_bytes(), true);
-            let mut c = s.connect();
-            let _ = c.send_best_effort(&req);
-            let r = c.read_response().expect("an answer");
-            assert!(matches!(r.status, 400 | 411 | 501), "{te}: {}", r.status);
-            assert_eq!(r.header("connection"), Some("close"));
-            // The smuggled GET is never answered: the connection is gone.
-            assert!(c.is_closed_within(Duration::from_secs(5)), "{te}");
+    for (te, with_length) in refused {
+        let mut headers = vec![("Authorization", auth.as_str()), ("Transfer-Encoding", te)];
+        if with_length {
+            headers.push(("Content-Length", "5"));
         }
+        let chunks = format!("0\r\n\r\n{smuggled}");
+        let req = build_request("POST", COLLECTION, &headers, chunks.as_bytes(), true);
+        let mut c = s.connect();
+        let _ = c.send_best_effort(&req);
+        let r = c.read_response().expect("an answer");
+        assert!(matches!(r.status, 400 | 501), "{te}: {}", r.status);
+        assert_eq!(r.header("connection"), Some("close"));
+        // The smuggled GET is never answered: the connection is gone.
+        assert!(c.is_closed_within(Duration::from_secs(5)), "{te}");
     }
     // Chunk sizes that overflow or are not hex never reach a parser.
     for sizes in [
@@ -304,11 +305,8 @@ fn chunked_bodies_and_smuggling_pairs_are_refused_and_the_connection_closed() {
             "POST {COLLECTION} HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n{sizes}"
         );
         let r = exchange(&s, req.as_bytes());
-        assert!(
-            matches!(r.status, 400 | 411 | 501),
-            "{sizes:?}: {}",
-            r.status
-        );
+        assert!(matches!(r.status, 400 | 413), "{sizes:?}: {}", r.status);
+        assert_eq!(r.header("connection"), Some("close"));
     }
     // Obfuscated Transfer-Encoding names are malformed, not ignored.
     for head in [
@@ -320,7 +318,7 @@ fn chunked_bodies_and_smuggling_pairs_are_refused_and_the_connection_closed() {
             "POST {COLLECTION} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\n{head}\r\n\r\n0\r\n\r\n"
         );
         let r = exchange(&s, req.as_bytes());
-        assert!(matches!(r.status, 400 | 411), "{head:?}: {}", r.status);
+        assert_eq!(r.status, 400, "{head:?}");
         assert_eq!(r.header("connection"), Some("close"));
     }
     assert_healthy(&s, &token);

@@ -103,20 +103,31 @@ fn slowloris_head_a_byte_a_second_gets_408_and_is_closed() {
 
 #[test]
 fn slow_body_a_byte_a_second_gets_408_and_is_closed() {
+    slow_body_gets_408_and_is_closed(false);
+}
+
+/// A chunked body gets the same deadline as a sized one.
+#[test]
+fn slow_chunked_body_a_byte_a_second_gets_408_and_is_closed() {
+    slow_body_gets_408_and_is_closed(true);
+}
+
+fn slow_body_gets_408_and_is_closed(chunked: bool) {
     let s = Server::with_pools(1, 0);
     let token = s.new_client("acme");
     let b = body(RU_PHONE).to_string();
     let auth = format!("Bearer {token}");
-    let req = build_request(
-        "POST",
-        COLLECTION,
-        &[
-            ("Authorization", &auth),
-            ("Content-Type", "application/json"),
-        ],
-        b.as_bytes(),
-        true,
-    );
+    let mut headers = vec![
+        ("Authorization", auth.as_str()),
+        ("Content-Type", "application/json"),
+    ];
+    let payload = if chunked {
+        headers.push(("Transfer-Encoding", "chunked"));
+        format!("{:x}\r\n{b}\r\n0\r\n\r\n", b.len())
+    } else {
+        b
+    };
+    let req = build_request("POST", COLLECTION, &headers, payload.as_bytes(), true);
     let head_end = req.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
     let mut c = s.connect();
     c.send(&req[..head_end]).unwrap();
@@ -214,7 +225,7 @@ fn a_tls_handshake_trickled_a_byte_a_second_is_closed_after_the_timeout() {
 /// request within 10 s").
 const REQUEST_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// README, "Behaviour worth knowing" (HTTP limits): a request that has not
+/// README, "The API" (HTTP limits): a request that has not
 /// arrived whole within 10 s is answered 408 and its connection closed.
 #[test]
 fn slow_request_head_gets_408_and_the_connection_is_closed() {

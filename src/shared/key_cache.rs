@@ -8,7 +8,7 @@
 //! ago works at once; those checks are rationed so a flood of made-up tokens
 //! cannot turn into a flood of database reads.
 //!
-//! Not for: verifying rate limits (see `crate::api::rate_limiters`) or persisting keys.
+//! Not for: verifying rate limits (see `crate::shared::rate_limiters`) or persisting keys.
 
 use crate::shared::wait::wait_for;
 use dialproof_engine::time::UnixMillis;
