@@ -6,7 +6,8 @@
 //! chunked` alone, `Expect`, `Connection`). Each refusal is the status and text to answer.
 //! The binary's connection loop (`src/http/conn.rs`) does the reading and
 //! the timing; the fuzz target `http_request` and
-//! `tests/it/edges.rs` drive [`exercise`].
+//! `engine/tests/it/edges.rs` drive [`exercise`] (through
+//! `http_exercise`, which adds the chunked body decoder).
 //!
 //! Not for: reading sockets, timeouts, bodies or routing.
 
@@ -106,7 +107,7 @@ pub fn parse_head(raw: &[u8], limits: &HeadLimits) -> Result<Head, Reject> {
 pub enum Body {
     /// `Content-Length` bytes (0 without the header).
     Length(usize),
-    /// `Transfer-Encoding: chunked` (see [`crate::http_chunked`]).
+    /// `Transfer-Encoding: chunked` (decoded by the `http_chunked` module).
     Chunked,
 }
 
@@ -233,6 +234,4 @@ pub fn exercise(data: &[u8]) {
     if let Ok(text) = std::str::from_utf8(data) {
         let _ = parse_content_length(text);
     }
-    // The bytes after a head, or the whole input, as a chunked body.
-    crate::http_chunked::exercise(find_head_end(data).map_or(data, |end| &data[end..]));
 }

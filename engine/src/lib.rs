@@ -36,6 +36,7 @@ pub mod csrf;
 pub mod dev_urls;
 pub mod expiry;
 pub mod http_chunked;
+pub mod http_exercise;
 pub mod http_head;
 pub mod idempotency;
 pub mod ids;

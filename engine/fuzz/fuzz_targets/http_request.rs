@@ -6,5 +6,5 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    dialproof_engine::http_head::exercise(data);
+    dialproof_engine::http_exercise::exercise(data);
 });

@@ -7,7 +7,7 @@
 //!
 //! Not for: the SIP edge (`crate::sip`).
 
-use dialproof_engine::http_head;
+use dialproof_engine::http_exercise;
 use dialproof_engine::sip::rng::SplitMix64;
 use dialproof_engine::validate::parse_create;
 
@@ -88,7 +88,7 @@ fn never_panics(name: &str, f: impl Fn(&[u8]) + std::panic::RefUnwindSafe) {
 
 #[test]
 fn the_http_request_edge_never_panics_on_corpus_and_mutations() {
-    never_panics("http_request", http_head::exercise);
+    never_panics("http_request", http_exercise::exercise);
 }
 
 #[test]

@@ -2,7 +2,8 @@
 //! part of the store: operator changes through `Admin` ([`admin`]), the
 //! writer's group commit ([`group_commit`]) and its commit consumer
 //! ([`committed`]), verification transitions ([`transitions`]) and those by
-//! dial number ([`by_number`]), the webhook outbox ([`deliveries`]),
+//! dial number ([`by_number`]), point reads on the calling thread
+//! ([`local_reads`]), the webhook outbox ([`deliveries`]),
 //! restarts, crashes and fail points ([`recovery`]), the WAL under
 //! never-pausing readers ([`wal`]), what Litestream replication asks of
 //! the store ([`replication`]), and a throughput figure ([`throughput`],
@@ -20,6 +21,7 @@ mod by_number;
 mod committed;
 mod deliveries;
 mod group_commit;
+mod local_reads;
 mod recovery;
 mod replication;
 mod throughput;
