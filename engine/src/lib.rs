@@ -21,6 +21,7 @@
 //! limits), [`idempotency`] (retry-safe creates: the `Idempotency-Key`
 //! header, the fingerprint, the claims), [`ssrf`] (the special-purpose
 //! address ranges),
+//! [`caller_evidence`] (how far the network vouches for a caller ID),
 //! [`ids`], [`apikey`] and [`csrf`] (tokens), [`webhook`],
 //! [`webhook_retry`] and [`webhook_schedule`] (payload, signature, retries,
 //! which delivery goes to which receiver next), [`dev_urls`], and [`sip`].
@@ -32,6 +33,7 @@
 #![forbid(unsafe_code)]
 
 pub mod apikey;
+pub mod caller_evidence;
 pub mod csrf;
 pub mod dev_urls;
 pub mod expiry;

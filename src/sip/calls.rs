@@ -27,8 +27,9 @@
 use super::line_info::LineInfo;
 use super::Sip;
 use super::SipStats;
+use dialproof_engine::caller_evidence::CallerEvidence;
 use dialproof_engine::lease::Lease;
-use dialproof_engine::sip::identity::{caller, Caller, Source};
+use dialproof_engine::sip::identity::{caller, Caller};
 use dialproof_engine::sip::message::Message;
 use dialproof_engine::sip::outcome::CallOutcome;
 use dialproof_engine::sip::route::{route_invite, Header, Route};
@@ -86,13 +87,13 @@ pub fn on_invite(
     };
     let line = dialled.line;
     match caller(msg, line.region, line.trust_asserted_identity) {
-        Caller::Number { e164, source } => {
+        Caller::Number { e164, evidence } => {
             let call = Call {
                 number: dialled.number,
                 header: dialled.header,
                 generation: lease.generation,
                 caller: e164,
-                source,
+                evidence,
                 line: line.name.clone(),
                 code,
             };
@@ -196,7 +197,7 @@ struct Call {
     header: Header,
     generation: u32,
     caller: String,
-    source: Source,
+    evidence: CallerEvidence,
     line: String,
     /// The final response once the transition is decided.
     code: u16,
@@ -216,7 +217,7 @@ fn submit_call(
         header,
         generation,
         caller,
-        source,
+        evidence,
         line,
         code,
     } = call;
@@ -224,13 +225,17 @@ fn submit_call(
     let op = WriteOp::TransitionByNumber {
         dial_number: number,
         generation: Some(generation),
-        event: Event::Call { at, caller },
+        event: Event::Call {
+            at,
+            caller,
+            evidence,
+        },
         reply: Some(Box::new(move |result| {
             let outcome = match &result {
                 Ok(t) if t.changed => {
                     SipStats::inc(&replied.stats.completed);
                     tracing::info!(dial_number = %dial, header = header.as_str(),
-                        caller = %caller_for_log, source = source.as_str(), line = %line,
+                        caller = %caller_for_log, source = evidence.source.as_str(), trust = evidence.trust.as_str(), line = %line,
                         verification_id = t.row.as_ref().map_or("", |r| r.id.as_str()),
                         "call completed a verification");
                     CallOutcome::Completed

@@ -54,6 +54,7 @@ mod error;
 mod failpoints;
 mod idempotency;
 mod meta;
+mod migration_evidence;
 mod ops;
 mod reader;
 mod rejections;
