@@ -12,11 +12,12 @@ use common::*;
 use common_dashboard::*;
 use common_sip::*;
 
-/// A line like [`trusted_line`] with extra settings.
+/// A line like [`trusted_line`] (rejecting with the default 603) with
+/// extra settings.
 fn line_with(count: u64, extra: &str) -> String {
     format!(
         "[[lines]]\nname = \"gw\"\nmode = \"always_up\"\nprovider_addresses = [\"127.0.0.1\"]\n\
-         reject_code = 603\n{extra}\n\
+         {extra}\n\
          numbers = [ {{ range_start = \"+{LINE_START}\", count = {count}, pool = \"domestic\" }} ]\n"
     )
 }
@@ -227,4 +228,58 @@ fn a_pending_verification_has_neither_field() {
         "{v}"
     );
     assert_verification(&v);
+}
+
+#[test]
+/// Pins the README's `min_caller_id_trust` paragraph.
+fn a_call_below_the_lines_minimum_trust_is_rejected_and_the_verification_stays_pending() {
+    let (server, ops) = start_with_ops(&sip_config(&line_with(
+        1,
+        "reject_code = 486\nmin_caller_id_trust = \"asserted\"",
+    )));
+    let token = server.new_client("Acme");
+    let v = server.create_ok(&token, &body(RU_PHONE));
+    let id = v["verification_id"].as_str().unwrap().to_owned();
+    let dial = v["dial_number"].as_str().unwrap().to_owned();
+    let dir = workdir();
+    let call = |from: &str, headers: &str| {
+        let sf = scenario(
+            dir.path(),
+            "call.xml",
+            &[("FROM_HEADER", from), ("HEADERS", headers), ("CODE", "486")],
+        );
+        let out = run_uac(dir.path(), &sf, sip_addr(&server), &dial, "127.0.0.1", 1);
+        assert_sipp_ok(&out, dir.path(), &server);
+    };
+    // From only: `unverified`, below `asserted`: the line's reject code,
+    // and the verification waits for a call the network vouches for.
+    call(&from_user("89161234567"), "X-Test: from only");
+    let got = server.get(&token, &id).json();
+    assert_eq!(
+        got["status"], "pending",
+        "min_caller_id_trust = asserted: {got}"
+    );
+    assert!(got["caller_id_source"].is_null(), "{got}");
+    assert_eq!(
+        count_logs(&server, "caller ID trust below the line's minimum"),
+        1
+    );
+    let rejected = "dialproof_sip_calls_total{outcome=\"caller_id_untrusted\"}";
+    assert_eq!(metric(ops, rejected), Some(1.0));
+    // A provider's TN-Validation-Failed ranks with unverified: refused too.
+    call(
+        &from_user("89161234567"),
+        "P-Asserted-Identity: <tel:+79161234567;verstat=TN-Validation-Failed>",
+    );
+    assert_eq!(server.get(&token, &id).json()["status"], "pending");
+    assert_eq!(metric(ops, rejected), Some(2.0));
+    // An asserted identity meets the minimum and completes it.
+    call(
+        &from_user("89161234567"),
+        "P-Asserted-Identity: <tel:+79161234567>",
+    );
+    let got = server.get(&token, &id).json();
+    assert_eq!(got["status"], "completed", "{got}");
+    assert_eq!(got["caller_id_trust"], "asserted");
+    assert_eq!(metric(ops, rejected), Some(2.0));
 }

@@ -333,6 +333,7 @@ fn sip(out: &mut String, ctx: &Ops) {
         ("unknown_number", &s.rejected_unknown_number),
         ("no_lease", &s.rejected_no_lease),
         ("withheld", &s.rejected_withheld),
+        ("caller_id_untrusted", &s.rejected_untrusted_caller_id),
         ("cancelled", &s.cancelled),
     ] {
         sample(out, name, &format!("outcome=\"{outcome}\""), get(c));

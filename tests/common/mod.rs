@@ -1125,3 +1125,53 @@ pub fn assert_json_type(r: &Resp) {
         r.text()
     );
 }
+
+/// Like [`Server::start`] with `ops_listen` on an ephemeral loopback port;
+/// returns the server and that port's address (from the READY line).
+pub fn start_with_ops(config_extra: &str) -> (Server, SocketAddr) {
+    let mut server = Server::prepare(config_extra);
+    let config = std::fs::read_to_string(&server.config_path).expect("config");
+    let config = config.replacen(
+        "workers = 2\n",
+        "workers = 2\nops_listen = \"127.0.0.1:0\"\n",
+        1,
+    );
+    std::fs::write(&server.config_path, config).expect("config");
+    server.launch();
+    // The harness may learn of the READY line before it is in the logs.
+    let ready = poll(Duration::from_secs(5), || {
+        let logs = server.logs();
+        let line = logs.lines().rfind(|l| l.starts_with("[stdout] READY "))?;
+        Some(line.to_owned())
+    })
+    .unwrap_or_else(|| panic!("no READY line in:\n{}", server.logs()));
+    let ops = ready
+        .split_whitespace()
+        .find_map(|p| p.strip_prefix("ops="))
+        .unwrap_or_else(|| panic!("no ops= in {ready}"))
+        .parse()
+        .expect("ops address");
+    (server, ops)
+}
+
+/// The value of one Prometheus sample, `series` written exactly as the
+/// exposition writes it (`name{label="value"}`), from `GET /metrics` at
+/// `ops`; `None` when the series is absent.
+pub fn metric(ops: SocketAddr, series: &str) -> Option<f64> {
+    let mut s = TcpStream::connect(ops).expect("connect to ops listener");
+    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: ops\r\nConnection: close\r\n\r\n"
+    )
+    .expect("send");
+    let mut text = String::new();
+    s.read_to_string(&mut text).expect("read /metrics");
+    text.lines().filter(|l| !l.starts_with('#')).find_map(|l| {
+        l.strip_prefix(series)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
