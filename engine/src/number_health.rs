@@ -84,8 +84,8 @@ pub struct Quarantined {
     pub threshold: Threshold,
 }
 
+#[derive(Default)]
 struct Number {
-    pool: Pool,
     counters: Counters,
     /// An INVITE arrived during the current lease.
     invited: bool,
@@ -113,7 +113,10 @@ impl PoolWindow {
     }
 }
 
-/// Every configured number's health, and each pool's window.
+/// The health of every number that was leased or called since the start
+/// (or restored as quarantined), and each pool's window. A number enters
+/// on its first event, so a million configured numbers cost nothing until
+/// used.
 #[derive(Default)]
 pub struct NumberHealth {
     numbers: HashMap<String, Number>,
@@ -135,46 +138,38 @@ pub fn k_for(p: f64, leases_per_day: f64) -> Option<u32> {
     (k <= f64::from(K_MAX)).then(|| (k as u32).max(K_MIN))
 }
 
+/// `number`'s entry, made on its first event.
+fn entry<'a>(numbers: &'a mut HashMap<String, Number>, number: &str) -> &'a mut Number {
+    if !numbers.contains_key(number) {
+        numbers.insert(number.to_owned(), Number::default());
+    }
+    // Inserted just above when missing.
+    numbers.get_mut(number).expect("entry present")
+}
+
 impl NumberHealth {
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// Adds a configured number (again after a reload: keeps its counters).
-    pub fn add_number(&mut self, number: &str, pool: Pool) {
-        self.numbers
-            .entry(number.to_owned())
-            .or_insert_with(|| Number {
-                pool,
-                counters: Counters::default(),
-                invited: false,
-            })
-            .pool = pool;
+    /// A number's counters as stored before a restart.
+    pub fn restore(&mut self, number: &str, counters: Counters) {
+        entry(&mut self.numbers, number).counters = counters;
     }
 
-    /// A number quarantined before a restart.
-    pub fn restore_quarantine(&mut self, number: &str, since: UnixMillis) {
-        if let Some(n) = self.numbers.get_mut(number) {
-            n.counters.quarantined_since = Some(since);
-        }
-    }
-
-    pub fn on_lease(&mut self, number: &str, now: UnixMillis) {
-        let Some(n) = self.numbers.get_mut(number) else {
-            return;
-        };
+    /// `number` of `pool` was leased at `now`.
+    pub fn on_lease(&mut self, number: &str, pool: Pool, now: UnixMillis) {
+        let n = entry(&mut self.numbers, number);
         n.counters.leases += 1;
         n.invited = false;
-        let window = self.pools.entry(n.pool).or_default();
+        let window = self.pools.entry(pool).or_default();
         window.issued.push_back(now);
         window.trim(now);
     }
 
     /// An INVITE for `number`, which was `leased` or not when it came.
     pub fn on_invite(&mut self, number: &str, leased: bool) {
-        let Some(n) = self.numbers.get_mut(number) else {
-            return;
-        };
+        let n = entry(&mut self.numbers, number);
         if leased {
             n.invited = true;
         } else {
@@ -183,10 +178,16 @@ impl NumberHealth {
         n.counters.uncalled_in_a_row = 0;
     }
 
-    /// A lease of `number` ended; returns the quarantine it decided, if any.
-    pub fn on_end(&mut self, number: &str, ending: Ending, now: UnixMillis) -> Option<Quarantined> {
-        let n = self.numbers.get_mut(number)?;
-        let pool = n.pool;
+    /// A lease of `number` of `pool` ended; returns the quarantine it
+    /// decided, if any.
+    pub fn on_end(
+        &mut self,
+        number: &str,
+        pool: Pool,
+        ending: Ending,
+        now: UnixMillis,
+    ) -> Option<Quarantined> {
+        let n = entry(&mut self.numbers, number);
         let c = &mut n.counters;
         match ending {
             Ending::Neutral => return None,
@@ -257,18 +258,16 @@ impl NumberHealth {
         self.numbers.get(number).map(|n| &n.counters)
     }
 
-    /// Every number with its pool and counters, in no particular order.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, Pool, &Counters)> {
-        self.numbers
-            .iter()
-            .map(|(k, n)| (k.as_str(), n.pool, &n.counters))
+    /// Every number seen, with its counters, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Counters)> {
+        self.numbers.iter().map(|(k, n)| (k.as_str(), &n.counters))
     }
 
     /// The quarantined numbers.
     pub fn quarantined(&self) -> impl Iterator<Item = &str> {
         self.iter()
-            .filter(|(_, _, c)| c.quarantined_since.is_some())
-            .map(|(n, _, _)| n)
+            .filter(|(_, c)| c.quarantined_since.is_some())
+            .map(|(n, _)| n)
     }
 }
 

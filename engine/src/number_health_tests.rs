@@ -6,6 +6,7 @@ use crate::sip::rng::SplitMix64;
 
 const T0: UnixMillis = UnixMillis(1_700_000_000_000);
 const LEASE_MS: i64 = 60_000;
+const D: Pool = Pool::Domestic;
 
 #[test]
 fn k_follows_the_rule_and_its_bounds() {
@@ -30,11 +31,8 @@ fn k_follows_the_rule_and_its_bounds() {
 
 /// A pool of `healthy` numbers plus one `dead` that the provider lost.
 fn pool(healthy: usize) -> (NumberHealth, Vec<String>) {
-    let mut h = NumberHealth::new();
+    let h = NumberHealth::new();
     let numbers: Vec<String> = (0..=healthy).map(|i| format!("+7495{i:07}")).collect();
-    for n in &numbers {
-        h.add_number(n, Pool::Domestic);
-    }
     (h, numbers)
 }
 
@@ -46,14 +44,14 @@ fn a_dead_number_is_quarantined_after_k_uncalled_leases_and_released() {
     let mut quarantined_at_round = None;
     for round in 0..40 {
         for n in &numbers {
-            h.on_lease(n, now);
+            h.on_lease(n, D, now);
         }
         now = UnixMillis(now.0 + LEASE_MS);
         for n in &numbers[..3] {
             h.on_invite(n, true);
-            assert_eq!(h.on_end(n, Ending::Completed, now), None);
+            assert_eq!(h.on_end(n, D, Ending::Completed, now), None);
         }
-        if let Some(q) = h.on_end(&dead, Ending::Expired, now) {
+        if let Some(q) = h.on_end(&dead, D, Ending::Expired, now) {
             assert_eq!(q.number, dead);
             let k = q.threshold.k.expect("a decision");
             assert_eq!(q.uncalled_in_a_row, k, "quarantined at exactly K");
@@ -75,22 +73,22 @@ fn a_dead_number_is_quarantined_after_k_uncalled_leases_and_released() {
 fn any_invite_proves_the_number_rings() {
     let (mut h, numbers) = pool(3);
     let n = &numbers[0];
-    h.on_lease(n, T0);
-    h.on_end(n, Ending::Expired, T0);
-    h.on_lease(n, T0);
+    h.on_lease(n, D, T0);
+    h.on_end(n, D, Ending::Expired, T0);
+    h.on_lease(n, D, T0);
     // Called (a withheld caller, say) but not completed: not uncalled.
     h.on_invite(n, true);
-    h.on_end(n, Ending::Expired, T0);
+    h.on_end(n, D, Ending::Expired, T0);
     let c = h.counters(n).unwrap();
     assert_eq!((c.expired_uncalled, c.uncalled_in_a_row), (1, 0));
-    h.on_lease(n, T0);
-    h.on_end(n, Ending::Expired, T0);
+    h.on_lease(n, D, T0);
+    h.on_end(n, D, Ending::Expired, T0);
     h.on_invite(n, false);
     let c = h.counters(n).unwrap();
     assert_eq!((c.stray_calls, c.uncalled_in_a_row), (1, 0));
     // Cancels and line failures tell nothing.
-    h.on_lease(n, T0);
-    h.on_end(n, Ending::Neutral, T0);
+    h.on_lease(n, D, T0);
+    h.on_end(n, D, Ending::Neutral, T0);
     assert_eq!(h.counters(n).unwrap().leases, 4);
     assert_eq!(h.counters(n).unwrap().expired_uncalled, 2);
 }
@@ -107,9 +105,6 @@ fn uniform(rng: &mut SplitMix64) -> f64 {
 fn simulate_a_day(numbers: usize, p: f64, per_day: usize, seed: u64) -> usize {
     let mut h = NumberHealth::new();
     let names: Vec<String> = (0..numbers).map(|i| format!("+7495{i:07}")).collect();
-    for n in &names {
-        h.add_number(n, Pool::Domestic);
-    }
     let mut rng = SplitMix64::new(seed);
     let gap = 86_400_000 / per_day as i64;
     let mut ending: VecDeque<(UnixMillis, usize)> = VecDeque::new();
@@ -127,10 +122,10 @@ fn simulate_a_day(numbers: usize, p: f64, per_day: usize, seed: u64) -> usize {
             } else {
                 Ending::Expired
             };
-            quarantined += usize::from(h.on_end(&names[slot], end, at).is_some());
+            quarantined += usize::from(h.on_end(&names[slot], D, end, at).is_some());
         }
         let slot = i % numbers;
-        h.on_lease(&names[slot], now);
+        h.on_lease(&names[slot], D, now);
         ending.push_back((UnixMillis(now.0 + LEASE_MS), slot));
     }
     quarantined

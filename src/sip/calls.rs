@@ -81,6 +81,8 @@ pub fn on_invite(
         }
     };
     let code = dialled.line.reject_code;
+    ctx.health
+        .on_invite(&dialled.number, dialled.lease.is_some());
     let Some(lease) = dialled.lease else {
         SipStats::inc(&stats.rejected_no_lease);
         tracing::warn!(%src, call_id, dial_number = %dialled.number, header = dialled.header.as_str(),
