@@ -144,3 +144,39 @@ fn a_number_that_never_rings_is_quarantined_after_k_leases_and_released() {
     );
     assert_eq!(health(&s)[&dead]["state"], "healthy");
 }
+
+#[test]
+fn a_stored_quarantine_is_withheld_from_the_start_after_a_restart() {
+    let mut s = Server::start(&sip_config(&trusted_line(2, 603)));
+    let token = s.new_client("Acme");
+    s.stop();
+    // What a running service wrote before it stopped.
+    let quarantined = format!("+{}", LINE_START + 1);
+    let db = rusqlite::Connection::open(s.data_dir.join("dialproof.db")).expect("db");
+    db.execute(
+        "INSERT INTO number_quarantine (number, pool, since) VALUES (?1, 'domestic', 0)",
+        [&quarantined],
+    )
+    .expect("insert quarantine");
+    drop(db);
+    s.restart();
+    let create = || s.create(&token, &body(RU_PHONE));
+    let first = create();
+    assert_eq!(first.status, 201, "{}", first.text());
+    assert_ne!(first.json()["dial_number"], quarantined.as_str());
+    assert_eq!(
+        create().status,
+        503,
+        "the stored quarantine is withheld at start"
+    );
+    assert_eq!(health(&s)[&quarantined]["state"], "quarantined");
+    s.cli(&["number", "release", &quarantined]);
+    let back = poll(Duration::from_secs(10), || {
+        let v = create();
+        (v.status == 201).then(|| v.json()["dial_number"].as_str().unwrap().to_owned())
+    });
+    assert_eq!(back.as_deref(), Some(quarantined.as_str()));
+    // Releasing what is not quarantined is an error that changes nothing.
+    let out = s.cli_output(&["number", "release", &quarantined]);
+    assert!(!out.status.success(), "a second release must fail");
+}
