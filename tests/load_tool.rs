@@ -260,7 +260,11 @@ fn the_load_tool_prefills_a_working_set_and_reads_across_it() {
     let reads = &r["operations"]["read"];
     assert!(count(&reads["ok"]) > 0, "{r:#}");
     assert_eq!(count(&reads["errors"]), 0, "{r:#}");
-    assert_eq!(reads["statuses"], json!({ "200": count(&reads["ok"]) }), "{r:#}");
+    assert_eq!(
+        reads["statuses"],
+        json!({ "200": count(&reads["ok"]) }),
+        "{r:#}"
+    );
     assert_eq!(count(&r["substituted_creates"]), 0, "{r:#}");
     // The prefill is not part of the run's figures: no creates counted.
     assert!(r["operations"].get("create").is_none(), "{r:#}");
