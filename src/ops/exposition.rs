@@ -422,7 +422,7 @@ fn storage(out: &mut String, ctx: &Ops) {
     for (name, help, v) in [
         (
             "dialproof_storage_checkpoints_total",
-            "WAL checkpoints run by the writer.",
+            "WAL checkpoints run (beside the writer, by the storage checkpoint thread).",
             s.checkpoints,
         ),
         (

@@ -3,7 +3,7 @@
 //! Two threads keep read transactions open back to back, overlapping each
 //! other, so there is never a moment without a reader. Under SQLite's
 //! default automatic checkpoint the WAL then only grows; the writer's
-//! RESTART checkpoints must keep it bounded.
+//! RESTART checkpoints (the store's checkpoint thread) must keep it bounded.
 
 mod common;
 
