@@ -141,6 +141,7 @@
 
 pub mod accounts;
 pub mod api;
+pub mod build_info;
 pub mod cli;
 pub mod coroutine;
 pub mod dashboard;
