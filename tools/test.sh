@@ -16,10 +16,13 @@ cd "$(dirname "$0")/.."
 # tests/sip_kamailio.rs, python3 for the independent webhook signature
 # check in tests/webhooks_*.rs, unshare and ip for the tests that run in a
 # network namespace of their own (tests/common/netns.rs; they need root),
-# and /bin/kill (procps; the shell builtin does not count) for the signals
-# the tests send to the server.
+# /bin/kill (procps; the shell builtin does not count) for the signals
+# the tests send to the server, promtool (prometheus) for the alert rules
+# (tests/deploy_alerts.rs), systemd-analyze (systemd) for the packaged unit
+# and dpkg-deb and setpriv for the package test (tools/deb/).
 required=("chromium:chromium" "sipp:sip-tester" "kamailio:kamailio" "python3:python3"
-  "unshare:util-linux" "ip:iproute2" "/bin/kill:procps")
+  "unshare:util-linux" "ip:iproute2" "/bin/kill:procps" "promtool:prometheus"
+  "systemd-analyze:systemd" "dpkg-deb:dpkg" "setpriv:util-linux")
 need_pkgs=()
 for pair in "${required[@]}"; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need_pkgs+=("${pair#*:}")
