@@ -7,8 +7,6 @@ mod common;
 
 use common::*;
 use std::collections::BTreeSet;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -135,44 +133,21 @@ fn every_alert_names_only_series_the_service_exposes() {
     // Every part an alert watches switched on: a line in `register` mode
     // (its registrar, the loopback discard port, never answers), the
     // replication heartbeat, the operators' listener.
-    let mut server = Server::prepare(&format!(
+    let extra = format!(
         "{}\n[[lines]]\nname = \"reg\"\nmode = \"register\"\nprovider = \"127.0.0.1:9\"\n\
          username = \"u\"\npassword = \"p\"\n\
          numbers = [{{ number = \"+74950009999\", pool = \"domestic\" }}]\n",
         pools(2, 1)
-    ));
-    let config = std::fs::read_to_string(&server.config_path).expect("config");
-    let config = config
-        .replacen(
-            "workers = 2\n",
-            "workers = 2\nops_listen = \"127.0.0.1:0\"\n",
-            1,
-        )
-        .replacen(
+    );
+    let (_server, ops) = start_with_ops(&extra, |c| {
+        c.replacen(
             "[storage]\n",
             "[storage]\nreplication = \"litestream\"\n",
             1,
-        )
-        + "\n[sip]\nlisten = \"127.0.0.1:0\"\n";
-    std::fs::write(&server.config_path, config).expect("config");
-    server.launch();
-    let ops = server
-        .wait_for_log(std::time::Duration::from_secs(5), |l| l.contains(" ops="))
-        .and_then(|l| {
-            l.split_whitespace()
-                .find_map(|p| p.strip_prefix("ops=").map(str::to_owned))
-        })
-        .expect("ops= on the READY line");
-    let mut s = TcpStream::connect(ops.as_str()).expect("connect");
-    write!(
-        s,
-        "GET /metrics HTTP/1.1\r\nHost: ops\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).expect("read");
-    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    let exposed = exposed(body);
+        ) + "\n[sip]\nlisten = \"127.0.0.1:0\"\n"
+    });
+    let body = scrape_metrics(&ops);
+    let exposed = exposed(&body);
     let mut missing = Vec::new();
     for expr in expressions() {
         let names = series_names(&expr);

@@ -5,8 +5,6 @@
 mod common;
 
 use common::*;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::process::Command;
 
 /// The commit as git names it now (the test runs in the checkout the
@@ -47,30 +45,8 @@ fn version_names_the_release_and_the_commit() {
 
 #[test]
 fn build_info_metric_carries_version_and_commit() {
-    let mut server = Server::prepare(&pools(1, 0));
-    let config = std::fs::read_to_string(&server.config_path).expect("config");
-    let config = config.replacen(
-        "workers = 2\n",
-        "workers = 2\nops_listen = \"127.0.0.1:0\"\n",
-        1,
-    );
-    std::fs::write(&server.config_path, config).expect("config");
-    server.launch();
-    let ops = server
-        .wait_for_log(std::time::Duration::from_secs(5), |l| l.contains(" ops="))
-        .and_then(|l| {
-            l.split_whitespace()
-                .find_map(|p| p.strip_prefix("ops=").map(str::to_owned))
-        })
-        .expect("ops= on the READY line");
-    let mut s = TcpStream::connect(ops.as_str()).expect("connect");
-    write!(
-        s,
-        "GET /metrics HTTP/1.1\r\nHost: ops\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).expect("read");
+    let (_server, ops) = start_with_ops(&pools(1, 0), |c| c);
+    let text = scrape_metrics(&ops);
     let line = format!(
         "dialproof_build_info{{version=\"{}\",commit=\"{}\"}} 1",
         env!("CARGO_PKG_VERSION"),
