@@ -1,8 +1,9 @@
 //! Upgrades (README, "Operations", "Upgrading"): databases written by the
-//! first release's schema (migration 1) is checked, migrated on start and
-//! served: an existing verification reads back as the older release left
-//! it (its TTL long past, so expired; a completed one keeps its caller),
-//! and a new one is created.
+//! first release (schema migration 1, commit d600e08) and by the previous
+//! release (migration 3, commit accf345, before Idempotency-Key) are
+//! checked, migrated on start and served: an existing verification reads
+//! back as the older release left it (its TTL long past, so expired; a
+//! completed one keeps its caller), and a new one is created.
 //!
 //! The fixtures in tests/fixtures/ were written by the older releases'
 //! own binaries, built from their commits, with
@@ -99,4 +100,9 @@ fn serve_fixture(version: u32) {
 #[test]
 fn the_first_release_schema_is_migrated_and_served() {
     serve_fixture(1);
+}
+
+#[test]
+fn the_previous_release_schema_is_migrated_and_served() {
+    serve_fixture(3);
 }
