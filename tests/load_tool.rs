@@ -225,6 +225,57 @@ fn the_load_tool_sends_idempotency_keys_and_checks_replays() {
     assert_eq!(stored as u64, creates, "{r:#}");
 }
 
+/// Reads over a working set: `--prefill` creates 600 verifications before
+/// the run (not counted in its figures), and the reads of the run pick
+/// among all of them, Zipf-skewed: every read finds its verification
+/// (no 404, no read sent as a create for want of an id). The README's GET
+/// figure is measured this way (benches/README.md, "Reads over a working
+/// set").
+#[test]
+fn the_load_tool_prefills_a_working_set_and_reads_across_it() {
+    let s = Server::with_pools(2000, 0);
+    let r = run_load(
+        &s,
+        &[
+            "--setup-local",
+            "2",
+            "--concurrency",
+            "4",
+            "--duration",
+            "1",
+            "--mix",
+            "read=1",
+            "--prefill",
+            "600",
+            "--working-set",
+            "100000",
+            "--zipf",
+            "1",
+            "--ttl",
+            "600",
+        ],
+    );
+    assert_eq!(r["prefill"]["created"], 600, "{r:#}");
+    assert_eq!(r["prefill"]["failed"], 0, "{r:#}");
+    let reads = &r["operations"]["read"];
+    assert!(count(&reads["ok"]) > 0, "{r:#}");
+    assert_eq!(count(&reads["errors"]), 0, "{r:#}");
+    assert_eq!(
+        reads["statuses"],
+        json!({ "200": count(&reads["ok"]) }),
+        "{r:#}"
+    );
+    assert_eq!(count(&r["substituted_creates"]), 0, "{r:#}");
+    // The prefill is not part of the run's figures: no creates counted.
+    assert!(r["operations"].get("create").is_none(), "{r:#}");
+    let db = s.data_dir.join("dialproof.db");
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let stored: i64 = conn
+        .query_row("SELECT count(*) FROM verifications", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(stored, 600, "{r:#}");
+}
+
 /// A running `dialproof-webhook-receiver` and its base URL.
 struct ReceiverProcess {
     child: Child,

@@ -72,14 +72,16 @@ pub fn read(ctx: &Api, key: &KeyRow, id: &str) -> Response {
     if let Some(body) = held {
         return Response::json(200, body.as_bytes().to_vec());
     }
-    let row = ctx
+    // A primary-key lookup, on this worker's own connection: cheaper than
+    // the hand-off to a reader thread and back.
+    match ctx
         .store
-        .read_within(STORAGE_WAIT, move |r| r.verification(id.as_str(), company));
-    match row {
-        Outcome::Done(Some(row)) => Response::json(200, render(&row)),
-        Outcome::Done(None) => Response::detail(404, texts::NOT_FOUND),
-        other => {
-            tracing::error!(error = %other, "read failed");
+        .read_here(|r| r.verification(id.as_str(), company))
+    {
+        Ok(Some(row)) => Response::json(200, render(&row)),
+        Ok(None) => Response::detail(404, texts::NOT_FOUND),
+        Err(e) => {
+            tracing::error!(error = %e, "read failed");
             server_error(ctx)
         }
     }

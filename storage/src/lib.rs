@@ -14,8 +14,10 @@
 //! Files, in the order a write travels: `store` (handle, queues, shutdown),
 //! `ops` (what is queued, and the reply type), `writer` (the group-commit
 //! thread; its `batch`, `op`, `replies`, `transition` and `inserts`),
-//! `idempotency` (a create's key, stored with its row), `committed` (the events after COMMIT), `checkpoint` (WAL policy),
-//! `stats` (counters); then `reader` (queries and reader threads), `admin`
+//! `idempotency` (a create's key, stored with its row), `committed` (the
+//! events after COMMIT), `checkpoint` (WAL policy),
+//! `stats` (counters); then `reader` (queries and reader threads),
+//! `local_reader` (point reads on the calling thread), `admin`
 //! (the operator's changes), `companies` (the queries both share), `meta`
 //! (the change counter), `replica` (the heartbeat and what a promoted
 //! standby reads), `deliveries` (webhook attempts and log), `rejections`
@@ -53,6 +55,7 @@ mod deliveries;
 mod error;
 mod failpoints;
 mod idempotency;
+mod local_reader;
 mod meta;
 mod ops;
 mod reader;

@@ -1,8 +1,10 @@
 //! Read-only queries, and the reader threads that run them for the service.
 //!
-//! The service never reads SQLite on a coroutine's thread: `Store::read`
-//! queues a job to one of `Options::readers` threads, each with its own
-//! `query_only` connection, and the reply carries the result back. Hot
+//! The service reads SQLite on a coroutine's thread only for point reads
+//! (`Store::read_here`, see `local_reader`); everything else goes through
+//! `Store::read`, which queues a job to one of `Options::readers` threads,
+//! each with its own `query_only` connection, and the reply carries the
+//! result back. Hot
 //! lookups (keys, companies) are served from memory by the binary, which
 //! reloads them when [`Reader::change_version`] moves; readers serve GETs,
 //! recovery and those reloads.

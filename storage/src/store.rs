@@ -1,9 +1,11 @@
 //! The service's handle on the database: one writer thread, N reader
 //! threads, bounded queues to both, and an orderly shutdown.
 //!
-//! `Store` is a cheap `Clone` (an `Arc`). Its methods never block on SQLite:
-//! `submit` and `read` only enqueue (or fail at once with `QueueFull` /
-//! `Closed`), so they are safe to call from a may coroutine. Results arrive
+//! `Store` is a cheap `Clone` (an `Arc`). Its methods never block on SQLite
+//! but one: `submit` and `read` only enqueue (or fail at once with
+//! `QueueFull` / `Closed`), so they are safe to call from a may coroutine;
+//! `read_here` runs a point read on the calling thread, which costs less
+//! than the hand-off to a reader thread would (see `local_reader`). Results arrive
 //! through the reply callbacks, on the storage threads; what must follow a
 //! commit reaches the binary's commit consumer through the [`CommitSink`]
 //! given to [`Store::open_with_commit_sink`].
@@ -17,13 +19,14 @@ use crate::committed::CommitSink;
 use crate::conn::{self, Role};
 use crate::error::{Result, StorageError};
 use crate::failpoints::FailPoints;
+use crate::local_reader;
 use crate::ops::{Reply, WriteOp, WriterMsg};
 use crate::reader::{self, ReadTask, Reader, ReaderMsg};
 use crate::schema;
 use crate::stats::{Counters, StoreStats};
 use crate::writer::{BatchContext, Writer};
 use crossbeam_channel::{bounded, Sender, TrySendError};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -120,6 +123,10 @@ impl Gate {
 }
 
 struct Inner {
+    /// This store's identity for the calling threads' own readers.
+    id: u64,
+    path: PathBuf,
+    failpoints: FailPoints,
     write_tx: Sender<WriterMsg>,
     read_tx: Sender<ReaderMsg>,
     gate: Gate,
@@ -175,6 +182,9 @@ impl Store {
         let counters = Arc::new(Counters::default());
         let store = Store {
             inner: Arc::new(Inner {
+                id: local_reader::next_store_id(),
+                path: path.to_owned(),
+                failpoints: opts.failpoints.clone(),
                 write_tx,
                 read_tx,
                 gate: Gate::default(),
@@ -256,6 +266,22 @@ impl Store {
             Err(TrySendError::Full(_)) => Err(StorageError::QueueFull),
             Err(TrySendError::Disconnected(_)) => Err(StorageError::Closed),
         }
+    }
+
+    /// Runs `job` at once on the calling thread, with that thread's own
+    /// read-only connection to this database (opened on first use; see
+    /// `local_reader`). For point reads only (a verification by its id):
+    /// it blocks the thread for as long as the query runs. `Err(Closed)`
+    /// after `shutdown`.
+    pub fn read_here<T>(&self, job: impl FnOnce(&Reader) -> Result<T>) -> Result<T> {
+        let inner = &self.inner;
+        if !inner.gate.enter() {
+            return Err(StorageError::Closed);
+        }
+        // Only the check: the gate guards sends into the queues, and a
+        // read here sends nothing.
+        inner.gate.leave();
+        local_reader::with_reader(inner.id, &inner.path, &inner.failpoints, job)
     }
 
     /// Runs `job` on a reader thread and calls `reply` with its result.

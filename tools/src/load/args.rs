@@ -108,6 +108,21 @@ pub struct Args {
     /// byte; each must be answered with that create's 201, replayed.
     #[arg(long, default_value_t = 0.0, value_name = "SHARE")]
     pub replay_share: f64,
+    /// Before the timed run, create this many verifications (spread over
+    /// the keys and threads, not counted in the run's figures) whose ids
+    /// become the reads' working set: clients poll many verifications,
+    /// not one. The pool must hold that many numbers, and --ttl must
+    /// outlast the prefill and the run.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub prefill: u64,
+    /// Ids each thread remembers per key for reads (the newest win): the
+    /// working set reads pick from.
+    #[arg(long, default_value_t = crate::load::ops::KNOWN_IDS_DEFAULT, value_name = "IDS")]
+    pub working_set: usize,
+    /// Reads favour recent ids with this exponent (0: uniform over the
+    /// working set; 1: Zipf, the newest polled most).
+    #[arg(long, default_value_t = 0.0, value_name = "S")]
+    pub zipf: f64,
 
     /// Place a SIP call to the dial number of every created verification
     /// and time call-to-webhook.
@@ -161,6 +176,24 @@ impl Mode {
 
 impl Args {
     /// The checked mode and mix.
+    /// `--prefill`, `--working-set` and `--zipf` within their bounds.
+    fn validate_working_set(&self, mix: &Mix) -> Result<()> {
+        use crate::load::ops::{WORKING_SET_MAX, ZIPF_MAX};
+        if !(1..=WORKING_SET_MAX).contains(&self.working_set) {
+            bail!("--working-set must be 1..={WORKING_SET_MAX} ids");
+        }
+        if !(0.0..=ZIPF_MAX).contains(&self.zipf) {
+            bail!("--zipf must be 0..={ZIPF_MAX}, got {}", self.zipf);
+        }
+        if self.prefill > WORKING_SET_MAX as u64 {
+            bail!("--prefill must be at most {WORKING_SET_MAX}");
+        }
+        if self.prefill > 0 && !mix.needs_keys() {
+            bail!("--prefill creates verifications: the mix must use the API");
+        }
+        Ok(())
+    }
+
     pub fn validate(&self) -> Result<(Mode, Mix)> {
         let mix = Mix::parse(&self.mix)?;
         let mode = match (self.rate, self.concurrency) {
@@ -212,6 +245,7 @@ impl Args {
         if !(0.0..=1.0).contains(&self.replay_share) {
             bail!("--replay-share must be 0..=1, got {}", self.replay_share);
         }
+        self.validate_working_set(&mix)?;
         if self.replay_share > 0.0 && !self.idempotency_keys {
             bail!("--replay-share needs --idempotency-keys (a replay repeats a keyed create)");
         }

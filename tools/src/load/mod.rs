@@ -103,6 +103,8 @@ pub fn run(args: &Args) -> Result<Report> {
             get_path: args.path.clone(),
             idempotency_keys: args.idempotency_keys.then(run_key_prefix),
             replay_share: args.replay_share,
+            working_set: args.working_set,
+            zipf: args.zipf,
         }),
         target,
         duration: Duration::from_secs_f64(args.duration),
@@ -111,7 +113,14 @@ pub fn run(args: &Args) -> Result<Report> {
         calls: caller.as_ref().map(SipCaller::handle),
         call_share: args.call_share,
         start: Arc::new(Barrier::new(threads + 1)),
+        prefill: args.prefill,
     });
+    if args.prefill > 0 && !args.quiet {
+        eprintln!(
+            "prefill: creating {} verifications before the run",
+            args.prefill
+        );
+    }
     let (stats, elapsed) = drive(&plan, args.quiet)?;
     drop(plan);
 

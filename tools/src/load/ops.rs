@@ -16,8 +16,12 @@ use anyhow::{bail, Context, Result};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-/// Ids remembered per key for reads.
-pub const KNOWN_IDS_MAX: usize = 1024;
+/// Ids remembered per key for reads unless `--working-set` says more.
+pub const KNOWN_IDS_DEFAULT: usize = 1024;
+/// The largest `--working-set` (ids per key; 32 bytes each).
+pub const WORKING_SET_MAX: usize = 10_000_000;
+/// The largest `--zipf` exponent.
+pub const ZIPF_MAX: f64 = 4.0;
 /// Pending ids remembered per key for cancels (older ones expire by TTL).
 pub const PENDING_IDS_MAX: usize = 4096;
 /// Cancelled ids remembered per key for repeated cancels.
@@ -172,6 +176,13 @@ pub struct Shared {
     /// The share of creates that repeat an earlier keyed create instead
     /// (`--replay-share`, 0..=1).
     pub replay_share: f64,
+    /// Ids remembered per key (and per thread) for reads: the working set
+    /// a read picks from (`--working-set`).
+    pub working_set: usize,
+    /// How reads favour recent ids (`--zipf`): 0 picks uniformly, `s` > 0
+    /// picks the id of recency rank r (0 = newest) with a probability
+    /// close to 1/(r+1)^s, as clients poll what they just created.
+    pub zipf: f64,
 }
 
 /// What makes a run's idempotency keys unique: `load-<run>-<thread>-<seq>`,
@@ -217,6 +228,21 @@ fn remember<T>(ring: &mut Vec<T>, next: &mut usize, max: usize, id: T) {
     }
 }
 
+/// The recency rank (0 = newest, below `n`) for a uniform `unit` in
+/// [0, 1): the inverse of the continuous power law with exponent `s` on
+/// [1, n+1), a close and cheap stand-in for Zipf's discrete law (no table
+/// of n weights for a working set of millions).
+pub fn zipf_rank(n: usize, s: f64, unit: f64) -> usize {
+    let top = (n + 1) as f64;
+    let x = if (s - 1.0).abs() < 1e-9 {
+        top.powf(unit)
+    } else {
+        let e = 1.0 - s;
+        ((top.powf(e) - 1.0) * unit + 1.0).powf(1.0 / e)
+    };
+    (x.floor() as usize).saturating_sub(1).min(n - 1)
+}
+
 /// One thread's request source.
 #[derive(Debug)]
 pub struct Planner {
@@ -227,6 +253,8 @@ pub struct Planner {
     seq: u64,
     thread: usize,
     get_bytes: Vec<u8>,
+    /// `--prefill`: every request is a create, whatever the mix.
+    prefilling: bool,
 }
 
 impl Planner {
@@ -245,11 +273,27 @@ impl Planner {
             thread,
             get_bytes,
             shared,
+            prefilling: false,
         }
+    }
+
+    /// While on, [`Planner::next_request`] plans creates only (the
+    /// `--prefill` phase that builds the read working set).
+    pub fn set_prefilling(&mut self, on: bool) {
+        self.prefilling = on;
+    }
+
+    pub fn is_prefilling(&self) -> bool {
+        self.prefilling
     }
 
     /// The next request by the mix.
     pub fn next_request(&mut self) -> Planned {
+        if self.prefilling && !self.shared.tokens.is_empty() {
+            let key = self.next_key;
+            self.next_key = (self.next_key + 1) % self.shared.tokens.len();
+            return self.create_request(key);
+        }
         let op = self.shared.mix.pick(self.rng.next_u64());
         if op == Op::Get || self.shared.tokens.is_empty() {
             return Planned {
@@ -294,7 +338,8 @@ impl Planner {
             }
             ids.pending.push_back(id.clone());
         }
-        remember(&mut ids.known, &mut ids.known_next, KNOWN_IDS_MAX, id);
+        let max = self.shared.working_set;
+        remember(&mut ids.known, &mut ids.known_next, max, id);
     }
 
     /// Remembers a keyed create answered 201, for replays: its id and the
@@ -334,7 +379,25 @@ impl Planner {
 
     fn known_id(&mut self, key: usize) -> Option<String> {
         let n = self.ids[key].known.len();
-        (n > 0).then(|| self.ids[key].known[self.rng.below(n)].clone())
+        if n == 0 {
+            return None;
+        }
+        let slot = if self.shared.zipf > 0.0 {
+            let unit = (self.rng.next_u64() >> 11) as f64 / ((1u64 << 53) as f64);
+            let rank = zipf_rank(n, self.shared.zipf, unit);
+            // The ring's newest entry sits just before `known_next` once
+            // it is full, at the end before that.
+            let ids = &self.ids[key];
+            let newest = if n < self.shared.working_set {
+                n - 1
+            } else {
+                (ids.known_next + n - 1) % n
+            };
+            (newest + n - rank) % n
+        } else {
+            self.rng.below(n)
+        };
+        Some(self.ids[key].known[slot].clone())
     }
 
     fn cancel_id(&mut self, key: usize) -> Option<String> {
@@ -430,6 +493,8 @@ mod tests {
             get_path: "/".into(),
             idempotency_keys: None,
             replay_share: 0.0,
+            working_set: KNOWN_IDS_DEFAULT,
+            zipf: 0.0,
         })
     }
 
@@ -520,5 +585,75 @@ mod tests {
         let n = p.next_request();
         assert_eq!(n.op, Op::Get);
         assert_eq!(n.bytes, b"GET / HTTP/1.1\r\nHost: 127.0.0.1:8443\r\n\r\n");
+    }
+
+    #[test]
+    fn zipf_ranks_stay_in_the_set_and_favour_the_newest() {
+        let mut rng = Rng::new(7);
+        let n = 100_000;
+        let mut counts = vec![0u32; n];
+        for _ in 0..200_000 {
+            let unit = (rng.next_u64() >> 11) as f64 / ((1u64 << 53) as f64);
+            counts[zipf_rank(n, 1.0, unit)] += 1;
+        }
+        // Under Zipf with s = 1 over 100,000 ranks, rank 0 draws about
+        // 1/H(100000) ~ 8 % and the newest hundred about 43 %.
+        let first = f64::from(counts[0]) / 200_000.0;
+        let hundred: u32 = counts[..100].iter().sum();
+        assert!((0.05..0.11).contains(&first), "rank 0 share {first}");
+        assert!((0.35..0.50).contains(&(f64::from(hundred) / 200_000.0)));
+        assert!(
+            counts[n - 1000..].iter().any(|c| *c > 0),
+            "the tail is reached"
+        );
+        // The bounds: every exponent, the ends of the unit interval.
+        for s in [0.5, 1.0, 1.5, 4.0] {
+            for unit in [0.0, 0.5, 0.999_999_999] {
+                assert!(zipf_rank(n, s, unit) < n);
+                assert_eq!(zipf_rank(1, s, unit), 0);
+            }
+        }
+    }
+
+    #[test]
+    fn a_prefilling_planner_plans_creates_whatever_the_mix() {
+        let mut one = Arc::try_unwrap(shared("read=1")).unwrap();
+        one.tokens.truncate(1);
+        let mut p = Planner::new(Arc::new(one), 0, 1);
+        p.set_prefilling(true);
+        for _ in 0..10 {
+            let r = p.next_request();
+            assert_eq!(r.op, Op::Create);
+            assert!(!r.substituted, "a prefill create is not a substitute");
+        }
+        p.set_prefilling(false);
+        p.created(0, "ver_1".into(), true);
+        assert_eq!(p.next_request().op, Op::Read);
+    }
+
+    #[test]
+    fn the_working_set_keeps_the_newest_ids_and_zipf_reads_the_newest_most() {
+        let mut sh = Arc::try_unwrap(shared("read=1")).unwrap();
+        sh.tokens.truncate(1);
+        sh.working_set = 4;
+        sh.zipf = 3.0;
+        let mut p = Planner::new(Arc::new(sh), 0, 1);
+        for n in 0..10 {
+            p.created(0, format!("ver_{n}"), true);
+        }
+        let mut seen = std::collections::BTreeMap::<String, u32>::new();
+        for _ in 0..2000 {
+            let r = p.next_request();
+            let text = String::from_utf8(r.bytes).unwrap();
+            let id = text.split('/').nth(4).unwrap().to_owned();
+            *seen.entry(id).or_default() += 1;
+        }
+        // Only the four newest remain, and the newest is read most.
+        let ids: Vec<&str> = seen.keys().map(String::as_str).collect();
+        assert_eq!(ids, ["ver_6", "ver_7", "ver_8", "ver_9"], "{seen:?}");
+        assert!(
+            seen["ver_9"] > seen["ver_8"] && seen["ver_8"] > seen["ver_6"],
+            "{seen:?}"
+        );
     }
 }

@@ -100,6 +100,13 @@ pub struct RunInfo {
     pub latency_from: &'static str,
 }
 
+/// What `--prefill` created before the run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Prefill {
+    pub created: u64,
+    pub failed: u64,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
     pub run: RunInfo,
@@ -115,6 +122,9 @@ pub struct Report {
     pub ok_per_second: f64,
     pub substituted_creates: u64,
     pub unsent_at_end: u64,
+    /// `--prefill`: the verifications created before the run (the reads'
+    /// working set) and the creates that failed.
+    pub prefill: Option<Prefill>,
     pub operations: BTreeMap<String, OpReport>,
     /// Every HTTP answer, whatever its status (wrk's view).
     pub all_responses_ms: Latency,
@@ -167,6 +177,10 @@ impl Report {
             ok_per_second: per_second(stats.ok()),
             substituted_creates: stats.substituted,
             unsent_at_end: stats.unsent_at_end,
+            prefill: (stats.prefill_created + stats.prefill_failed > 0).then_some(Prefill {
+                created: stats.prefill_created,
+                failed: stats.prefill_failed,
+            }),
             operations,
             all_responses_ms: Latency::of(&stats.all_responses_us),
             send_lag_ms: (!stats.send_lag_us.is_empty()).then(|| Latency::of(&stats.send_lag_us)),
@@ -198,6 +212,13 @@ impl Report {
             self.throughput_per_second,
             self.ok_per_second
         );
+        if let Some(p) = &self.prefill {
+            let _ = writeln!(
+                s,
+                "prefill: {} verifications created before the run ({} failed)",
+                p.created, p.failed
+            );
+        }
         if self.substituted_creates > 0 || self.unsent_at_end > 0 {
             let _ = writeln!(
                 s,

@@ -87,6 +87,11 @@ pub struct Stats {
     /// Connections that failed with no request on them (while opening
     /// before the start, or reopening an idle one), by kind.
     pub idle_failures: BTreeMap<Failure, u64>,
+    /// `--prefill`: creates answered 201 before the timed run.
+    pub prefill_created: u64,
+    /// `--prefill`: creates sent before the timed run that failed, or
+    /// were never sent within the prefill's time bound.
+    pub prefill_failed: u64,
 }
 
 impl Default for Stats {
@@ -105,6 +110,8 @@ impl Default for Stats {
             calls_not_queued: 0,
             idle_failures: BTreeMap::new(),
             send_lag_us: new_histogram(),
+            prefill_created: 0,
+            prefill_failed: 0,
         }
     }
 }
@@ -146,6 +153,8 @@ impl Stats {
         self.substituted += other.substituted;
         self.unsent_at_end += other.unsent_at_end;
         self.calls_not_queued += other.calls_not_queued;
+        self.prefill_created += other.prefill_created;
+        self.prefill_failed += other.prefill_failed;
         let _ = self.send_lag_us.add(&other.send_lag_us);
         for (k, v) in &other.idle_failures {
             *self.idle_failures.entry(*k).or_default() += v;

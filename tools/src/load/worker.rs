@@ -29,6 +29,9 @@ use std::time::{Duration, Instant};
 pub const WARMUP_TIMEOUT: Duration = Duration::from_secs(10);
 /// Pause before reopening a connection that failed to connect.
 const RECONNECT_DELAY: Duration = Duration::from_millis(100);
+/// The longest a `--prefill` may take before the run starts without the
+/// rest (counted as failed).
+const PREFILL_TIME_MAX: Duration = Duration::from_secs(1800);
 /// How often in-flight requests are checked against their deadline.
 const DEADLINE_SCAN: Duration = Duration::from_millis(5);
 /// Longest single wait in poll (keeps the end of the run prompt).
@@ -54,6 +57,16 @@ pub struct Plan {
     pub call_share: f64,
     /// Every worker and the main thread meet here once connections are up.
     pub start: Arc<Barrier>,
+    /// `--prefill`: creates sent before the start, over all threads.
+    pub prefill: u64,
+}
+
+impl Plan {
+    /// Thread `index`'s share of the prefill's creates.
+    fn prefill_share(&self, index: usize) -> u64 {
+        let t = self.threads as u64;
+        self.prefill / t + u64::from((index as u64) < self.prefill % t)
+    }
 }
 
 struct InFlight {
@@ -108,6 +121,7 @@ pub fn run(plan: &Plan, index: usize, counters: Arc<Counters>, seed: u64) -> Sta
         busy: 0,
     };
     w.warm_up();
+    w.prefill(plan.prefill_share(index));
     plan.start.wait();
     w.load(Instant::now());
     w.finish();
@@ -128,6 +142,38 @@ impl Worker<'_> {
                 self.on_event(e.token().0, e.is_readable(), e.is_writable());
             }
         }
+    }
+
+    /// `--prefill`: sends this thread's `count` creates, closed loop on its
+    /// connections, before the start, and waits for every answer; their ids
+    /// become the reads' working set. Not part of the run's figures (only
+    /// how many were created or failed); bounded by [`PREFILL_TIME_MAX`].
+    fn prefill(&mut self, count: u64) {
+        if count == 0 {
+            return;
+        }
+        self.planner.set_prefilling(true);
+        let give_up = Instant::now() + PREFILL_TIME_MAX;
+        let mut sent = 0;
+        let mut events = Events::with_capacity(EVENTS_MAX);
+        loop {
+            let now = Instant::now();
+            while sent < count && now < give_up {
+                let Some(i) = self.free_slot(now) else { break };
+                self.send(i, now, now);
+                sent += 1;
+            }
+            if (sent >= count || now >= give_up) && self.busy == 0 {
+                break;
+            }
+            self.expire(now);
+            self.poll_once(&mut events, DEADLINE_SCAN);
+        }
+        self.planner.set_prefilling(false);
+        let done = std::mem::take(&mut self.stats);
+        let created = done.ops[Op::Create.index()].ok;
+        self.stats.prefill_created = created;
+        self.stats.prefill_failed = count - created;
     }
 
     fn all_ready(&self) -> bool {
@@ -347,10 +393,12 @@ impl Worker<'_> {
             self.planner
                 .created_keyed(key, v.verification_id.clone(), request);
         }
+        // Prefilled verifications are the reads' working set: no calls.
         let call = self
             .plan
             .calls
             .as_ref()
+            .filter(|_| !self.planner.is_prefilling())
             .filter(|_| self.planner.chance(self.plan.call_share));
         let called = match call {
             Some(q) => {

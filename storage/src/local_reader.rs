@@ -1,0 +1,66 @@
+//! Point reads on the calling thread: each thread that asks keeps its own
+//! `query_only` connection per store, opened on first use.
+//!
+//! Why: a GET of one verification by its id is a primary-key lookup of a
+//! few microseconds on pages the cache holds, while handing it to a reader
+//! thread and waking the waiting coroutine again costs two thread switches
+//! and a queue: more than the read. The service's worker threads therefore
+//! run these reads themselves ([`crate::Store::read_here`]). A thread keeps
+//! at most [`STORES_PER_THREAD_MAX`] connections (a process runs one store;
+//! tests open many), dropping the oldest.
+//!
+//! Not for: scans, lists or anything that may take long (those stay on the
+//! reader threads, so a worker never stalls its other coroutines on them),
+//! or writes (the connection refuses them).
+
+use crate::conn::{self, Role};
+use crate::error::Result;
+use crate::failpoints::{FailPoints, Point};
+use crate::reader::Reader;
+use std::cell::RefCell;
+use std::path::Path;
+
+/// Connections one thread keeps, one per store it read from most recently.
+pub const STORES_PER_THREAD_MAX: usize = 4;
+
+thread_local! {
+    /// (store id, its connection on this thread), most recent last.
+    static READERS: RefCell<Vec<(u64, Reader)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `job` with this thread's reader of store `store_id` (the database
+/// at `path`), opening it first if this thread has none. The reader fail
+/// point applies as it does on the reader threads. A job that panics loses
+/// only its own answer (the panic goes on up to the caller).
+pub(crate) fn with_reader<T>(
+    store_id: u64,
+    path: &Path,
+    failpoints: &FailPoints,
+    job: impl FnOnce(&Reader) -> Result<T>,
+) -> Result<T> {
+    failpoints.check(Point::ReaderQuery)?;
+    READERS.with(|cell| {
+        // The only borrow of this thread's list: `job` cannot reach it.
+        let mut readers = cell.borrow_mut();
+        let at = match readers.iter().position(|(id, _)| *id == store_id) {
+            Some(at) => at,
+            None => {
+                let reader = Reader::from_connection(conn::open(path, Role::Reader)?);
+                if readers.len() >= STORES_PER_THREAD_MAX {
+                    readers.remove(0);
+                }
+                readers.push((store_id, reader));
+                readers.len() - 1
+            }
+        };
+        job(&readers[at].1)
+    })
+}
+
+/// A store's identity for [`with_reader`]: unique within the process, so a
+/// store opened where a dropped one was never finds the old connection.
+pub(crate) fn next_store_id() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
