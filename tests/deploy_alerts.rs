@@ -28,7 +28,7 @@ fn promtool_accepts_the_rules() {
         "promtool refused the rules:\n{text}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(text.contains("SUCCESS: 7 rules found"), "{text}");
+    assert!(text.contains("SUCCESS: 8 rules found"), "{text}");
 }
 
 /// Every `expr:` of the file (kept on one line each, as the file's header
@@ -139,7 +139,7 @@ fn every_alert_names_only_series_the_service_exposes() {
          numbers = [{{ number = \"+74950009999\", pool = \"domestic\" }}]\n",
         pools(2, 1)
     );
-    let (_server, ops) = start_with_ops(&extra, |c| {
+    let (_server, ops) = start_with_ops_edited(&extra, |c| {
         c.replacen(
             "[storage]\n",
             "[storage]\nreplication = \"litestream\"\n",

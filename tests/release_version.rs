@@ -45,7 +45,7 @@ fn version_names_the_release_and_the_commit() {
 
 #[test]
 fn build_info_metric_carries_version_and_commit() {
-    let (_server, ops) = start_with_ops(&pools(1, 0), |c| c);
+    let (_server, ops) = start_with_ops_edited(&pools(1, 0), |c| c);
     let text = scrape_metrics(&ops);
     let line = format!(
         "dialproof_build_info{{version=\"{}\",commit=\"{}\"}} 1",

@@ -12,6 +12,7 @@
 
 mod delivery;
 mod keys;
+mod number_health;
 mod rejection;
 
 use crate::accounts::{companies, users};
@@ -181,6 +182,11 @@ pub enum NumberCmd {
     },
     /// Return a dedicated number to the shared pool.
     Undedicate { number: String },
+    /// Each number's health: state, leases, completions, leases expired
+    /// without a call, stray calls, last completion.
+    Health,
+    /// End a number's quarantine: it is issued again.
+    Release { number: String },
 }
 
 /// The configuration file: `--config`, else `dialproof.toml` in the
@@ -424,6 +430,8 @@ fn number(admin: &Admin, config: &Config, cmd: NumberCmd, out: &Output) -> Resul
                 format!("{number} dedicated to company {company}")
             });
         }
+        NumberCmd::Health => number_health::health(admin, &configured, out)?,
+        NumberCmd::Release { number } => number_health::release(admin, &number, out)?,
         NumberCmd::Undedicate { number } => {
             if !storage(admin.undedicate_number(&number))? {
                 bail!("{number} is not dedicated");

@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub fn render(ctx: &Ops) -> String {
     let mut out = String::with_capacity(8 * 1024);
     numbers(&mut out, ctx);
+    number_health(&mut out, ctx);
     api(&mut out, ctx);
     sip(&mut out, ctx);
     webhooks(&mut out, ctx);
@@ -63,6 +64,31 @@ fn sample(out: &mut String, name: &str, labels: &str, value: impl std::fmt::Disp
 
 fn get(c: &AtomicU64) -> u64 {
     c.load(Ordering::Relaxed)
+}
+
+/// Quarantined numbers per pool (every pool, zero included, so an alert
+/// has a series to watch) and stray calls.
+fn number_health(out: &mut String, ctx: &Ops) {
+    let name = "dialproof_numbers_quarantined";
+    header(
+        out,
+        name,
+        "gauge",
+        "Numbers quarantined because their leases expired without a single INVITE.",
+    );
+    let per_pool = ctx.health.quarantined_per_pool();
+    for pool in Pool::ALL {
+        let n = per_pool.get(&pool).copied().unwrap_or(0);
+        sample(out, name, &format!("pool=\"{}\"", pool.as_str()), n);
+    }
+    let name = "dialproof_number_stray_calls_total";
+    header(
+        out,
+        name,
+        "counter",
+        "INVITEs to one of our numbers while it was not leased.",
+    );
+    sample(out, name, "", get(&ctx.health.stray_calls));
 }
 
 /// Free, leased and withheld numbers per pool and sub-pool.
@@ -352,6 +378,7 @@ fn sip(out: &mut String, ctx: &Ops) {
         ("unknown_number", &s.rejected_unknown_number),
         ("no_lease", &s.rejected_no_lease),
         ("withheld", &s.rejected_withheld),
+        ("caller_id_untrusted", &s.rejected_untrusted_caller_id),
         ("cancelled", &s.cancelled),
     ] {
         sample(out, name, &format!("outcome=\"{outcome}\""), get(c));

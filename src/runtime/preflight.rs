@@ -82,7 +82,9 @@ struct Found {
 /// live in the database): a number listed twice, within a line or across
 /// two lines' ranges, is refused here.
 fn numbers(config: &Config, found: &mut Found) {
-    let table = match build_table(config, &[], &Default::default()) {
+    // No dedications or quarantines: they live in the database, which a
+    // check does not open for writing, and change no number's uniqueness.
+    let table = match build_table(config, &[], &Default::default(), &Default::default()) {
         Ok(t) => t,
         Err(e) => {
             found.problems.push(format!("numbers: {e:#}"));

@@ -57,6 +57,8 @@ mod failpoints;
 mod idempotency;
 mod local_reader;
 mod meta;
+mod migration_evidence;
+mod number_health;
 mod ops;
 mod reader;
 mod rejections;
@@ -81,6 +83,7 @@ pub use deliveries::{
 pub use error::StorageError;
 pub use failpoints::{FailPoints, FAIL_POINT_NAMES};
 pub use idempotency::{Inserted, KeyedCreate, StoredKey, PURGE_BATCH_MAX};
+pub use number_health::{NumberHealthRow, Quarantine};
 pub use ops::{Reply, WriteOp};
 pub use reader::{PendingLease, Reader, Undelivered, DUE_DELIVERIES_LIMIT_MAX};
 pub use rejections::{RejectionRow, REJECTIONS_LISTED_MAX};

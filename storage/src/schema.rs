@@ -173,7 +173,10 @@ pub(crate) const MIGRATIONS: &[&[&str]] = &[&[
     "DROP INDEX verifications_pending_dial",
     "CREATE UNIQUE INDEX verifications_pending_dial ON verifications(dial_number) \
      WHERE status = 'pending'",
-]];
+],
+// 5: telephony evidence on a completed verification (see the module).
+crate::migration_evidence::MIGRATION,
+];
 
 /// The `user_version` of a fully migrated database.
 pub(crate) fn latest_version() -> i64 {

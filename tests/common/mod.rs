@@ -591,7 +591,7 @@ impl Drop for Server {
 /// Starts a [`Server::prepare`]d server with `ops_listen` on an ephemeral
 /// loopback port added to `[server]`, after `edit` has changed the rest of
 /// its configuration text; returns the server and the ops address.
-pub fn start_with_ops(extra: &str, edit: impl FnOnce(String) -> String) -> (Server, String) {
+pub fn start_with_ops_edited(extra: &str, edit: impl FnOnce(String) -> String) -> (Server, String) {
     let mut server = Server::prepare(extra);
     let config = std::fs::read_to_string(&server.config_path).expect("config");
     let config = config.replacen(
@@ -1055,8 +1055,8 @@ pub fn now_millis() -> i64 {
         .as_millis() as i64
 }
 
-/// The Verification fields, in the spec's order.
-pub const VERIFICATION_FIELDS: [&str; 11] = [
+/// The Verification fields, in the spec's order, then the additive ones.
+pub const VERIFICATION_FIELDS: [&str; 13] = [
     "verification_id",
     "phone",
     "dial_number",
@@ -1068,6 +1068,8 @@ pub const VERIFICATION_FIELDS: [&str; 11] = [
     "expires_at",
     "completed_at",
     "caller_id_received",
+    "caller_id_source",
+    "caller_id_trust",
 ];
 
 /// Checks a Verification object's shape: exactly the spec's fields with
@@ -1116,9 +1118,21 @@ pub fn assert_verification(v: &Value) {
     );
     if status == "completed" {
         parse_utc(v["completed_at"].as_str().expect("completed_at string"));
+        let source = v["caller_id_source"].as_str().unwrap_or("");
+        let trust = v["caller_id_trust"].as_str().unwrap_or("");
+        assert!(
+            ["p_asserted_identity", "remote_party_id", "from"].contains(&source),
+            "caller_id_source in {v}"
+        );
+        assert!(
+            ["verified", "failed", "asserted", "unverified"].contains(&trust),
+            "caller_id_trust in {v}"
+        );
     } else {
         assert!(v["completed_at"].is_null(), "completed_at in {v}");
         assert_eq!(v["caller_id_received"], "", "caller_id_received in {v}");
+        assert!(v["caller_id_source"].is_null(), "caller_id_source in {v}");
+        assert!(v["caller_id_trust"].is_null(), "caller_id_trust in {v}");
     }
 }
 
@@ -1145,4 +1159,54 @@ pub fn assert_json_type(r: &Resp) {
         r.status,
         r.text()
     );
+}
+
+/// Like [`Server::start`] with `ops_listen` on an ephemeral loopback port;
+/// returns the server and that port's address (from the READY line).
+pub fn start_with_ops(config_extra: &str) -> (Server, SocketAddr) {
+    let mut server = Server::prepare(config_extra);
+    let config = std::fs::read_to_string(&server.config_path).expect("config");
+    let config = config.replacen(
+        "workers = 2\n",
+        "workers = 2\nops_listen = \"127.0.0.1:0\"\n",
+        1,
+    );
+    std::fs::write(&server.config_path, config).expect("config");
+    server.launch();
+    // The harness may learn of the READY line before it is in the logs.
+    let ready = poll(Duration::from_secs(5), || {
+        let logs = server.logs();
+        let line = logs.lines().rfind(|l| l.starts_with("[stdout] READY "))?;
+        Some(line.to_owned())
+    })
+    .unwrap_or_else(|| panic!("no READY line in:\n{}", server.logs()));
+    let ops = ready
+        .split_whitespace()
+        .find_map(|p| p.strip_prefix("ops="))
+        .unwrap_or_else(|| panic!("no ops= in {ready}"))
+        .parse()
+        .expect("ops address");
+    (server, ops)
+}
+
+/// The value of one Prometheus sample, `series` written exactly as the
+/// exposition writes it (`name{label="value"}`), from `GET /metrics` at
+/// `ops`; `None` when the series is absent.
+pub fn metric(ops: SocketAddr, series: &str) -> Option<f64> {
+    let mut s = TcpStream::connect(ops).expect("connect to ops listener");
+    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: ops\r\nConnection: close\r\n\r\n"
+    )
+    .expect("send");
+    let mut text = String::new();
+    s.read_to_string(&mut text).expect("read /metrics");
+    text.lines().filter(|l| !l.starts_with('#')).find_map(|l| {
+        l.strip_prefix(series)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
 }

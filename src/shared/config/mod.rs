@@ -15,6 +15,7 @@ pub use lines::validate_line;
 use lines::{check_e164, expand_range};
 
 use anyhow::{bail, Context, Result};
+use dialproof_engine::caller_evidence::CallerIdTrust;
 use dialproof_engine::idempotency::table as idempotency;
 use dialproof_engine::pool::Pool;
 use dialproof_engine::sip::route::CalledFrom;
@@ -299,6 +300,10 @@ pub struct LineConfig {
     /// Read the caller from P-Asserted-Identity (the provider asserts it).
     #[serde(default = "yes")]
     pub trust_asserted_identity: bool,
+    /// The least `caller_id_trust` a call needs to complete a verification:
+    /// `unverified` (default: every caller), `asserted` or `verified`.
+    #[serde(default = "default_min_caller_id_trust")]
+    pub min_caller_id_trust: String,
     /// `ip_auth`: seconds between OPTIONS pings (default 30).
     #[serde(default = "default_ping_interval")]
     pub ping_interval_seconds: u32,
@@ -317,6 +322,10 @@ fn default_country() -> String {
 
 fn default_dialled_number_from() -> String {
     CalledFrom::Auto.as_str().to_owned()
+}
+
+fn default_min_caller_id_trust() -> String {
+    CallerIdTrust::Unverified.as_str().to_owned()
 }
 
 fn default_register_expires() -> u32 {
