@@ -5,7 +5,8 @@
 # 2. checks formatting, the paths the READMEs name, and lints;
 # 3. builds every target once, then runs all tests in parallel (nextest when
 #    present, else cargo test) in a network namespace with only loopback;
-# 4. runs the loom model checks of the lease table.
+# 4. builds, installs and removes the Debian package (tools/deb/), as root;
+# 5. runs the loom model checks of the lease table.
 # Long soak and load runs are benchmarks (cargo bench), not part of this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,10 +17,13 @@ cd "$(dirname "$0")/.."
 # tests/sip_kamailio.rs, python3 for the independent webhook signature
 # check in tests/webhooks_*.rs, unshare and ip for the tests that run in a
 # network namespace of their own (tests/common/netns.rs; they need root),
-# and /bin/kill (procps; the shell builtin does not count) for the signals
-# the tests send to the server.
+# /bin/kill (procps; the shell builtin does not count) for the signals
+# the tests send to the server, promtool (prometheus) for the alert rules
+# (tests/deploy_alerts.rs), systemd-analyze (systemd) for the packaged unit
+# and dpkg-deb, setpriv and curl for the package test (tools/deb/).
 required=("chromium:chromium" "sipp:sip-tester" "kamailio:kamailio" "python3:python3"
-  "unshare:util-linux" "ip:iproute2" "/bin/kill:procps")
+  "unshare:util-linux" "ip:iproute2" "/bin/kill:procps" "promtool:prometheus"
+  "systemd-analyze:systemd" "dpkg-deb:dpkg" "setpriv:util-linux" "curl:curl")
 need_pkgs=()
 for pair in "${required[@]}"; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need_pkgs+=("${pair#*:}")
@@ -83,6 +87,16 @@ if [ "$(id -u)" = 0 ] && unshare --net true 2>/dev/null; then
 else
   echo "== tests (WARNING: not root, so not in a network namespace of their own)"
   "${tests[@]}"
+fi
+
+# The Debian package, installed and removed on this machine as an operator
+# would (tools/deb/README.md): it needs root for dpkg, and its own network
+# namespace, since the packaged configuration binds the real ports.
+if [ "$(id -u)" = 0 ] && unshare --net true 2>/dev/null; then
+  echo "== Debian package (build, dpkg -i, check, serve, a call, dpkg -r, --purge)"
+  CARGO_NET_OFFLINE=true unshare --net sh -c 'ip link set lo up && exec bash tools/deb/test-package.sh'
+else
+  echo "== Debian package test SKIPPED: needs root"
 fi
 
 echo "== loom model checks (lease table)"

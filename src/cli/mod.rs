@@ -34,7 +34,7 @@ pub enum LogFormat {
 #[derive(Debug, Parser)]
 #[command(
     name = "dialproof",
-    version,
+    version = crate::build_info::VERSION_LINE,
     about = "Phone-ownership verification by inbound call"
 )]
 pub struct Args {
@@ -56,6 +56,9 @@ pub struct Args {
 pub enum Command {
     /// Run the service.
     Serve(ServeArgs),
+    /// Check the configuration as `serve` would, print what it would
+    /// start, and exit 1 with one line per problem (changes nothing).
+    Check,
     /// Companies (API clients).
     #[command(subcommand)]
     Company(CompanyCmd),
@@ -201,8 +204,8 @@ pub fn run(args: Args) -> Result<()> {
     let admin = open_admin(&config.database_path())?;
     let out = Output { json: args.json };
     match args.command {
-        Command::Serve(_) => {
-            anyhow::bail!("`serve` starts the service; it is not an operator command")
+        Command::Serve(_) | Command::Check => {
+            anyhow::bail!("`serve` and `check` are the runtime's, not operator commands")
         }
         Command::Company(c) => company(&admin, c, &out),
         Command::Key(k) => keys::run(&admin, k, &out),

@@ -28,7 +28,26 @@ pub fn render(ctx: &Ops) -> String {
     storage(&mut out, ctx);
     replication(&mut out, &ctx.metrics.replication);
     process(&mut out);
+    build_info(&mut out);
     out
+}
+
+/// The release and commit this binary was built from, as the usual
+/// always-1 info gauge (an alert or a dashboard joins on its labels).
+fn build_info(out: &mut String) {
+    let name = "dialproof_build_info";
+    header(
+        out,
+        name,
+        "gauge",
+        "The running binary's version and git commit.",
+    );
+    let labels = format!(
+        "version=\"{}\",commit=\"{}\"",
+        escape(crate::build_info::VERSION),
+        escape(crate::build_info::COMMIT)
+    );
+    sample(out, name, &labels, 1);
 }
 
 fn header(out: &mut String, name: &str, kind: &str, help: &str) {

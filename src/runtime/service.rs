@@ -98,7 +98,8 @@ fn configure_runtime(config: &Config) -> usize {
 /// production; a test's virtual time in process) and returns once it
 /// takes requests.
 pub fn start(config_path: Option<PathBuf>, clock: Clock, serve: &ServeArgs) -> Result<Running> {
-    let config = Config::load(config_path.as_deref())?;
+    // The checks `dialproof check` makes, with the same messages.
+    let (config, _plan) = crate::runtime::preflight::preflight(config_path.as_deref())?;
     let workers = configure_runtime(&config);
     let (store, commits) = open_store(&config)?;
     let (app, webhook_wakes, numbers_total) =

@@ -63,9 +63,7 @@ pub fn build_table(
             active,
         })
     })?;
-    builder
-        .build()
-        .map_err(|e| anyhow::anyhow!("lease table: {e:?}"))
+    builder.build().map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 impl Leases {

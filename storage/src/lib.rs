@@ -91,6 +91,10 @@ pub use rows::{
     CompanyRow, DeliveryRow, DeliveryState, KeyRow, NewRejection, ReleasedLease, TransitionResult,
     VerificationRow,
 };
+pub use schema::{
+    current_version as schema_version, newer_message as schema_newer_message,
+    version_of as schema_version_of,
+};
 pub use stats::{StoreStats, BATCH_OPS_BUCKETS, COMMIT_SECONDS_BUCKETS};
 pub use store::{
     Options, Store, BATCH_MAX_DEFAULT, QUEUE_CAPACITY_DEFAULT, READERS_DEFAULT, READERS_MAX,

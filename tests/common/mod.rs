@@ -588,6 +588,41 @@ impl Drop for Server {
     }
 }
 
+/// Starts a [`Server::prepare`]d server with `ops_listen` on an ephemeral
+/// loopback port added to `[server]`, after `edit` has changed the rest of
+/// its configuration text; returns the server and the ops address.
+pub fn start_with_ops_edited(extra: &str, edit: impl FnOnce(String) -> String) -> (Server, String) {
+    let mut server = Server::prepare(extra);
+    let config = std::fs::read_to_string(&server.config_path).expect("config");
+    let config = config.replacen(
+        "workers = 2\n",
+        "workers = 2\nops_listen = \"127.0.0.1:0\"\n",
+        1,
+    );
+    std::fs::write(&server.config_path, edit(config)).expect("config");
+    server.launch();
+    let ops = server
+        .wait_for_log(Duration::from_secs(5), |l| l.contains(" ops="))
+        .and_then(|l| {
+            l.split_whitespace()
+                .find_map(|p| p.strip_prefix("ops=").map(str::to_owned))
+        })
+        .expect("ops= on the READY line");
+    (server, ops)
+}
+
+/// The body of `GET /metrics` from the ops listener at `addr`.
+pub fn scrape_metrics(addr: &str) -> String {
+    let mut s = TcpStream::connect(addr).expect("connect to ops");
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: ops\r\nConnection: close\r\n\r\n")
+        .expect("send");
+    let mut text = String::new();
+    s.read_to_string(&mut text).expect("read");
+    text.split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_owned()
+}
+
 /// The direct children of process `pid` (from /proc; empty if gone).
 pub fn child_pids(pid: u32) -> Vec<u32> {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
