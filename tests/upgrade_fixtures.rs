@@ -28,7 +28,20 @@ fn fixture(version: u32) -> (PathBuf, Value) {
 }
 
 fn user_version(path: &std::path::Path) -> i64 {
-    rusqlite::Connection::open(path)
+    // Read-only: opening the committed fixture read-write would create an
+    // empty file where one is missing.
+    let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    assert!(
+        size > 0,
+        "fixture {} is missing or empty: the .db fixtures are committed \
+         (.gitignore excepts tests/fixtures/*.db); regenerate with \
+         tests/fixtures/make-fixture.sh",
+        path.display()
+    );
+    // `immutable`: no -shm or -wal files either (nothing writes it).
+    let uri = format!("file:{}?immutable=1", path.display());
+    let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_URI;
+    rusqlite::Connection::open_with_flags(uri, flags)
         .unwrap()
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .unwrap()
