@@ -28,13 +28,15 @@
 //! `dialproof-engine`, persistence in `dialproof-storage`.
 //!
 //! Its folders are the runtime's parts:
-//! - `runtime/`: start, recovery, stop, and the threads that are nobody
+//! - `runtime/`: the preflight checks (`dialproof check`, also run by
+//!   `serve`), start, recovery, stop, and the threads that are nobody
 //!   else's (commit consumer, expiry, control loop, a promoted standby's
 //!   hold, the replication heartbeat); it builds each part's context
 //!   (`runtime/app.rs`) and no part imports it;
 //! - `shared/`: the handles the runtime hands to the parts (clock,
 //!   configuration, lease table, expiry schedule, metrics, resolver, key
 //!   cache, request windows, operator connection, thread pool);
+//! - `build_info`: the release and git commit (`--version`, metrics);
 //! - `coroutine`: spawning may coroutines (below everything, HTTP included);
 //! - `http/`: listeners, TLS, the HTTP/1.1 layer, the port-80 redirect; it
 //!   imports no other part;
@@ -141,6 +143,7 @@
 
 pub mod accounts;
 pub mod api;
+pub mod build_info;
 pub mod cli;
 pub mod coroutine;
 pub mod dashboard;

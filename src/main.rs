@@ -2,6 +2,7 @@
 //! every other subcommand is an operator command (`dialproof::cli`).
 
 use clap::Parser;
+use dialproof::shared::config::Problems;
 use dialproof::{cli, runtime};
 
 fn main() {
@@ -9,10 +10,18 @@ fn main() {
     init_logging(args.log_format);
     let result = match &args.command {
         cli::Command::Serve(serve) => runtime::service::run(cli::config_path(&args), serve),
+        cli::Command::Check => {
+            let path = cli::config_path(&args);
+            std::process::exit(runtime::preflight::check(path.as_deref()))
+        }
         _ => cli::run(args),
     };
     if let Err(e) = result {
-        eprintln!("error: {e:#}");
+        // A refused configuration: the lines `dialproof check` prints.
+        match e.downcast_ref::<Problems>() {
+            Some(problems) => runtime::preflight::print_problems(problems),
+            None => eprintln!("error: {e:#}"),
+        }
         std::process::exit(1);
     }
 }

@@ -14,7 +14,8 @@
 #      seconds: GETs of random ids among everything created, as clients
 #      poll the many verifications they created, not one.
 # It prints, per run, the read rate, its ratio to the same server's GET /,
-# and at the end the medians and B/A.
+# the server's CPU time per answer (--server-pid: less disturbed by other
+# load on the machine than a rate), and at the end the medians and B/A.
 #
 #   bash tools/read-ab.sh
 #   BASE=<commit> ROUNDS=3 PREFILL=150000 DURATION=10 ZIPF=0 bash tools/read-ab.sh
@@ -76,7 +77,8 @@ EOF
   local https
   https=$(sed -n 's/.*https=\([^ ]*\).*/\1/p' "$dir/stdout")
   local common=(--target "https://$https" --cacert "$dir/data/tls/cert.pem"
-    --concurrency "$CONNECTIONS" --threads 2 --duration "$DURATION" --quiet)
+    --concurrency "$CONNECTIONS" --threads 2 --duration "$DURATION" --quiet
+    --server-pid "$SERVER")
   "$LOAD" "${common[@]}" --mix get=1 --path / --json "$dir/get.json"
   "$LOAD" "${common[@]}" --mix read=1 --setup-local "$KEYS" --config "$dir/dialproof.toml" \
     --dialproof-bin "$bin" --prefill "$PREFILL" --working-set "$PREFILL" --zipf "$ZIPF" \
@@ -88,8 +90,11 @@ EOF
   echo "$name round $round: GET / $get/s; reads over $(field "$dir/read.json" "r['prefill']['created']") verifications" \
     "$read ok/s ($(field "$dir/read.json" "r['errors']") errors, p50/p99" \
     "$(field "$dir/read.json" "r['operations']['read']['latency_ms']['p50']")/$(field "$dir/read.json" "r['operations']['read']['latency_ms']['p99']") ms)," \
-    "$(python3 -c "print(round($read / $get, 2))") of GET /" | tee -a "$OUT/summary"
-  echo "$name $read $get" >> "$OUT/figures"
+    "$(python3 -c "print(round($read / $get, 2))") of GET /;" \
+    "server CPU per read $(field "$dir/read.json" "round(r['server_cpu']['per_answer_us'], 1)") us," \
+    "per GET / $(field "$dir/get.json" "round(r['server_cpu']['per_answer_us'], 1)") us" | tee -a "$OUT/summary"
+  echo "$name $read $get $(field "$dir/read.json" "r['server_cpu']['per_answer_us']")" \
+    "$(field "$dir/get.json" "r['server_cpu']['per_answer_us']")" >> "$OUT/figures"
 }
 
 for round in $(seq "$ROUNDS"); do
@@ -110,5 +115,10 @@ def med(name, i):
 a, b = med("A", 1), med("B", 1)
 print(f"median reads: A {a:.0f}/s ({med('A', 1) / med('A', 2):.2f} of its GET /), "
       f"B {b:.0f}/s ({med('B', 1) / med('B', 2):.2f} of its GET /); B/A = {b / a:.2f}")
+ca, cb = med("A", 3), med("B", 3)
+print(f"median server CPU per read: A {ca:.1f} us (GET / {med('A', 4):.1f} us), "
+      f"B {cb:.1f} us (GET / {med('B', 4):.1f} us); B/A = {cb / ca:.2f} "
+      "(CPU per answer is what a machine with spare cores turns into rate; "
+      "the rates above also depend on how much of the two cores the server got)")
 EOF
 echo "files: $OUT"

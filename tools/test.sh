@@ -6,7 +6,8 @@
 # 3. builds every target once, then runs all tests in parallel with nextest
 #    (installed from crates.io if missing), each in a process of its own, in
 #    a network namespace with only loopback;
-# 4. runs the loom model checks of the lease table.
+# 4. builds, installs and removes the Debian package (tools/deb/), as root;
+# 5. runs the loom model checks of the lease table.
 # Long soak and load runs are benchmarks (cargo bench), not part of this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,10 +19,14 @@ cd "$(dirname "$0")/.."
 # tests/it/sip/kamailio.rs, python3 for the independent webhook signature
 # check (tests/it/support/webhooks.rs), unshare and ip for the tests that
 # run in a network namespace of their own (tests/it/support/netns.rs; they
-# need root), and /bin/kill (procps; the shell builtin does not count) for
-# the signals the tests send to the server.
+# need root), /bin/kill (procps; the shell builtin does not count) for
+# the signals the tests send to the server, promtool (prometheus) for the
+# alert rules (tests/it/ops/alerts.rs), systemd-analyze (systemd) for the
+# packaged unit and dpkg-deb, setpriv and curl for the package test
+# (tools/deb/).
 required=("chromium:chromium" "sipp:sip-tester" "kamailio:kamailio" "python3:python3"
-  "unshare:util-linux" "ip:iproute2" "/bin/kill:procps")
+  "unshare:util-linux" "ip:iproute2" "/bin/kill:procps" "promtool:prometheus"
+  "systemd-analyze:systemd" "dpkg-deb:dpkg" "setpriv:util-linux" "curl:curl")
 need_pkgs=()
 for pair in "${required[@]}"; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need_pkgs+=("${pair#*:}")
@@ -89,6 +94,16 @@ if [ "$(id -u)" = 0 ] && unshare --net true 2>/dev/null; then
 else
   echo "== tests (WARNING: not root, so not in a network namespace of their own)"
   "${tests[@]}"
+fi
+
+# The Debian package, installed and removed on this machine as an operator
+# would (tools/deb/README.md): it needs root for dpkg, and its own network
+# namespace, since the packaged configuration binds the real ports.
+if [ "$(id -u)" = 0 ] && unshare --net true 2>/dev/null; then
+  echo "== Debian package (build, dpkg -i, check, serve, a call, dpkg -r, --purge)"
+  CARGO_NET_OFFLINE=true unshare --net sh -c 'ip link set lo up && exec bash tools/deb/test-package.sh'
+else
+  echo "== Debian package test SKIPPED: needs root"
 fi
 
 echo "== loom model checks (lease table)"

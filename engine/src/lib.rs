@@ -21,6 +21,8 @@
 //! limits), [`idempotency`] (retry-safe creates: the `Idempotency-Key`
 //! header, the fingerprint, the claims), [`ssrf`] (the special-purpose
 //! address ranges),
+//! [`caller_evidence`] (how far the network vouches for a caller ID),
+//! [`number_health`] (numbers that stopped ringing, and their quarantine),
 //! [`ids`], [`apikey`] and [`csrf`] (tokens), [`webhook`],
 //! [`webhook_retry`] and [`webhook_schedule`] (payload, signature, retries,
 //! which delivery goes to which receiver next), [`dev_urls`], and [`sip`].
@@ -32,6 +34,7 @@
 #![forbid(unsafe_code)]
 
 pub mod apikey;
+pub mod caller_evidence;
 pub mod csrf;
 pub mod dev_urls;
 pub mod expiry;
@@ -41,6 +44,7 @@ pub mod http_head;
 pub mod idempotency;
 pub mod ids;
 pub mod lease;
+pub mod number_health;
 pub mod pool;
 pub mod promotion;
 pub mod ratelimit;

@@ -10,6 +10,7 @@
 //! Not for: persisting, releasing leases or sending webhooks; the decision
 //! only says which of those must happen.
 
+use crate::caller_evidence::CallerEvidence;
 use crate::time::UnixMillis;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -76,8 +77,12 @@ impl EventType {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
     /// An inbound call to the leased number, at the moment the INVITE arrived,
-    /// from `caller` (E.164).
-    Call { at: UnixMillis, caller: String },
+    /// from `caller` (E.164), read with `evidence`.
+    Call {
+        at: UnixMillis,
+        caller: String,
+        evidence: CallerEvidence,
+    },
     /// `POST .../cancel/` at `at`.
     Cancel { at: UnixMillis },
     /// The TTL ran out. `at` is the moment the expiry was processed; the
@@ -101,8 +106,9 @@ pub struct Decision {
     pub status: Status,
     /// Whether anything must be written.
     pub changed: bool,
-    /// Set for a completion: the call moment and the caller number.
-    pub completion: Option<(UnixMillis, String)>,
+    /// Set for a completion: the call moment, the caller number and how
+    /// far the network vouched for it.
+    pub completion: Option<(UnixMillis, String, CallerEvidence)>,
     /// The leased number goes back to the pool (after the commit).
     pub release_lease: bool,
     /// The webhook the transition emits (subject to company settings for
@@ -140,14 +146,18 @@ pub fn apply(state: State, event: &Event) -> Decision {
         return Decision::unchanged(state.status);
     }
     match event {
-        Event::Call { at, caller } => {
+        Event::Call {
+            at,
+            caller,
+            evidence,
+        } => {
             if *at >= state.expires_at {
                 return Decision::unchanged(state.status);
             }
             Decision {
                 status: Status::Completed,
                 changed: true,
-                completion: Some((*at, caller.clone())),
+                completion: Some((*at, caller.clone(), *evidence)),
                 release_lease: true,
                 webhook: Some((EventType::Completed, *at)),
                 failure_reason: None,
@@ -198,6 +208,12 @@ pub fn effective_ttl_seconds(requested: u32) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::caller_evidence::{CallerIdSource, CallerIdTrust};
+
+    const EVIDENCE: CallerEvidence = CallerEvidence {
+        source: CallerIdSource::From,
+        trust: CallerIdTrust::Unverified,
+    };
 
     const T0: UnixMillis = UnixMillis(1_000_000);
 
@@ -215,13 +231,14 @@ mod tests {
             &Event::Call {
                 at: T0.plus_seconds(20),
                 caller: "+79990001122".into(),
+                evidence: EVIDENCE,
             },
         );
         assert_eq!(d.status, Status::Completed);
         assert!(d.changed && d.release_lease);
         assert_eq!(
             d.completion,
-            Some((T0.plus_seconds(20), "+79990001122".into()))
+            Some((T0.plus_seconds(20), "+79990001122".into(), EVIDENCE))
         );
         assert_eq!(d.webhook, Some((EventType::Completed, T0.plus_seconds(20))));
     }
@@ -234,6 +251,7 @@ mod tests {
             &Event::Call {
                 at,
                 caller: "+1".into(),
+                evidence: EVIDENCE,
             },
         );
         assert_eq!(d, Decision::unchanged(Status::Pending));
@@ -262,6 +280,7 @@ mod tests {
             &Event::Call {
                 at: T0.plus_seconds(1),
                 caller: "+79990001122".into(),
+                evidence: EVIDENCE,
             },
         );
         let state = State {
@@ -311,6 +330,7 @@ mod tests {
                 Event::Call {
                     at: UnixMillis(0),
                     caller: "+1".into(),
+                    evidence: EVIDENCE,
                 },
                 Event::Cancel { at: T0 },
                 Event::Expire { at: T0 },

@@ -9,6 +9,7 @@
 //!
 //! Not for: sending, scheduling or SSRF checks at delivery.
 
+use crate::caller_evidence::CallerEvidence;
 use crate::time::UnixMillis;
 use crate::verification::EventType;
 use hmac::{Hmac, Mac};
@@ -26,6 +27,9 @@ pub struct PayloadFields<'a> {
     pub info: &'a str,
     /// Only for `verification.completed`.
     pub caller_id: Option<&'a str>,
+    /// Only for `verification.completed`: `caller_id_source` and
+    /// `caller_id_trust`.
+    pub caller_evidence: Option<CallerEvidence>,
     /// The moment of the terminal event: the call for completed, the TTL
     /// expiry for expired, the failure for failed.
     pub completed_at: UnixMillis,
@@ -42,11 +46,19 @@ struct Body<'a> {
     info: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     caller_id: Option<&'a str>,
+    /// Present (possibly null) exactly when `caller_id` is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    caller_id_source: Option<Option<&'static str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    caller_id_trust: Option<Option<&'static str>>,
     completed_at: String,
 }
 
 /// The exact bytes POSTed to the client.
 pub fn payload_json(f: &PayloadFields<'_>) -> String {
+    let completed = f.event == EventType::Completed;
+    let evidence =
+        |pick: fn(CallerEvidence) -> &'static str| completed.then(|| f.caller_evidence.map(pick));
     let body = Body {
         kind: f.event.as_str(),
         verification_id: f.verification_id,
@@ -54,11 +66,9 @@ pub fn payload_json(f: &PayloadFields<'_>) -> String {
         dial_number: f.dial_number,
         client_ref: f.client_ref,
         info: f.info,
-        caller_id: if f.event == EventType::Completed {
-            f.caller_id
-        } else {
-            None
-        },
+        caller_id: if completed { f.caller_id } else { None },
+        caller_id_source: evidence(|e| e.source.as_str()),
+        caller_id_trust: evidence(|e| e.trust.as_str()),
         completed_at: f.completed_at.to_rfc3339(),
     };
     // Serialising a struct of strings cannot fail.
@@ -100,13 +110,19 @@ mod tests {
             client_ref: "order-1",
             info: "",
             caller_id: Some("+79123456789"),
+            caller_evidence: Some(CallerEvidence {
+                source: crate::caller_evidence::CallerIdSource::PAssertedIdentity,
+                trust: crate::caller_evidence::CallerIdTrust::Verified,
+            }),
             completed_at: UnixMillis(0),
         });
         let v: serde_json::Value = serde_json::from_str(&body).unwrap();
         assert_eq!(v["type"], "verification.completed");
         assert_eq!(v["caller_id"], "+79123456789");
         assert_eq!(v["completed_at"], "1970-01-01T00:00:00.000Z");
-        assert_eq!(v.as_object().unwrap().len(), 8);
+        assert_eq!(v["caller_id_source"], "p_asserted_identity");
+        assert_eq!(v["caller_id_trust"], "verified");
+        assert_eq!(v.as_object().unwrap().len(), 10);
     }
 
     #[test]
@@ -119,6 +135,7 @@ mod tests {
             client_ref: "",
             info: "",
             caller_id: Some("+1"),
+            caller_evidence: None,
             completed_at: UnixMillis(0),
         });
         assert!(!body.contains("caller_id"));

@@ -42,6 +42,14 @@ pub fn render(row: &VerificationRow) -> String {
         } else {
             String::new()
         },
+        caller_id_source: row
+            .caller_evidence
+            .filter(|_| completed)
+            .map(|e| e.source.as_str()),
+        caller_id_trust: row
+            .caller_evidence
+            .filter(|_| completed)
+            .map(|e| e.trust.as_str()),
     };
     // A struct of strings and integers always serialises.
     serde_json::to_string(&body).unwrap_or_default()

@@ -12,6 +12,7 @@
 
 mod delivery;
 mod keys;
+mod number_health;
 mod rejection;
 
 use crate::accounts::{companies, users};
@@ -33,7 +34,7 @@ pub enum LogFormat {
 #[derive(Debug, Parser)]
 #[command(
     name = "dialproof",
-    version,
+    version = crate::build_info::VERSION_LINE,
     about = "Phone-ownership verification by inbound call"
 )]
 pub struct Args {
@@ -55,6 +56,9 @@ pub struct Args {
 pub enum Command {
     /// Run the service.
     Serve(ServeArgs),
+    /// Check the configuration as `serve` would, print what it would
+    /// start, and exit 1 with one line per problem (changes nothing).
+    Check,
     /// Companies (API clients).
     #[command(subcommand)]
     Company(CompanyCmd),
@@ -178,6 +182,11 @@ pub enum NumberCmd {
     },
     /// Return a dedicated number to the shared pool.
     Undedicate { number: String },
+    /// Each number's health: state, leases, completions, leases expired
+    /// without a call, stray calls, last completion.
+    Health,
+    /// End a number's quarantine: it is issued again.
+    Release { number: String },
 }
 
 /// The configuration file: `--config`, else `dialproof.toml` in the
@@ -195,8 +204,8 @@ pub fn run(args: Args) -> Result<()> {
     let admin = open_admin(&config.database_path())?;
     let out = Output { json: args.json };
     match args.command {
-        Command::Serve(_) => {
-            anyhow::bail!("`serve` starts the service; it is not an operator command")
+        Command::Serve(_) | Command::Check => {
+            anyhow::bail!("`serve` and `check` are the runtime's, not operator commands")
         }
         Command::Company(c) => company(&admin, c, &out),
         Command::Key(k) => keys::run(&admin, k, &out),
@@ -421,6 +430,8 @@ fn number(admin: &Admin, config: &Config, cmd: NumberCmd, out: &Output) -> Resul
                 format!("{number} dedicated to company {company}")
             });
         }
+        NumberCmd::Health => number_health::health(admin, &configured, out)?,
+        NumberCmd::Release { number } => number_health::release(admin, &number, out)?,
         NumberCmd::Undedicate { number } => {
             if !storage(admin.undedicate_number(&number))? {
                 bail!("{number} is not dedicated");

@@ -52,6 +52,8 @@ struct RowView {
     completed: String,
     expires: String,
     caller_id: String,
+    /// `caller_id_trust (caller_id_source)`, empty until completed.
+    evidence: String,
     reason: String,
     idempotency_key: String,
 }
@@ -81,6 +83,10 @@ fn row_view(r: &ListedRow) -> RowView {
         completed: when_opt(r.completed_at),
         expires: when_opt(r.expires_at),
         caller_id: r.caller_id.clone(),
+        evidence: r
+            .caller_evidence
+            .map(|e| format!("{} ({})", e.trust.as_str(), e.source.as_str()))
+            .unwrap_or_default(),
         reason: r.reason.clone().unwrap_or_default(),
         idempotency_key: r.idempotency_key.clone().unwrap_or_default(),
     }

@@ -88,7 +88,13 @@ pub fn server_config(cert_path: &Path, key_path: &Path) -> Result<Arc<ServerConf
         .context("TLS protocol versions")?
         .with_no_client_auth()
         .with_single_cert(certs, key)
-        .context("certificate and key do not match")?;
+        .with_context(|| {
+            format!(
+                "the key {} does not match the certificate {}",
+                key_path.display(),
+                cert_path.display()
+            )
+        })?;
     // HTTP/1.0 clients are served too (the HTTP layer closes after each
     // answer for them), so a client offering only `http/1.0` must not fail
     // the handshake.

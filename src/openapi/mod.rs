@@ -54,6 +54,20 @@ pub struct Verification {
     pub completed_at: Option<String>,
     /// The Caller-ID recorded at the call; empty unless `completed`.
     pub caller_id_received: String,
+    /// The header the Caller-ID was read from: `p_asserted_identity`,
+    /// `remote_party_id` or `from`; null until a call completes the
+    /// verification.
+    #[schema(value_type = Option<String>, nullable = true,
+        pattern = "^(p_asserted_identity|remote_party_id|from)$", example = "p_asserted_identity")]
+    pub caller_id_source: Option<&'static str>,
+    /// How far the network vouched for the Caller-ID: `verified` (the
+    /// header carries `verstat=TN-Validation-Passed` from the line's trusted
+    /// provider), `failed` (`TN-Validation-Failed`), `asserted`
+    /// (P-Asserted-Identity of a trusted provider, no verdict) or
+    /// `unverified`; null until a call completes the verification.
+    #[schema(value_type = Option<String>, nullable = true,
+        pattern = "^(verified|failed|asserted|unverified)$", example = "asserted")]
+    pub caller_id_trust: Option<&'static str>,
 }
 
 /// The body of a create request. (`Deserialize` is derived only so that

@@ -21,13 +21,33 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub fn render(ctx: &Ops) -> String {
     let mut out = String::with_capacity(8 * 1024);
     numbers(&mut out, ctx);
+    number_health(&mut out, ctx);
     api(&mut out, ctx);
     sip(&mut out, ctx);
     webhooks(&mut out, ctx);
     storage(&mut out, ctx);
     replication(&mut out, &ctx.metrics.replication);
     process(&mut out);
+    build_info(&mut out);
     out
+}
+
+/// The release and commit this binary was built from, as the usual
+/// always-1 info gauge (an alert or a dashboard joins on its labels).
+fn build_info(out: &mut String) {
+    let name = "dialproof_build_info";
+    header(
+        out,
+        name,
+        "gauge",
+        "The running binary's version and git commit.",
+    );
+    let labels = format!(
+        "version=\"{}\",commit=\"{}\"",
+        escape(crate::build_info::VERSION),
+        escape(crate::build_info::COMMIT)
+    );
+    sample(out, name, &labels, 1);
 }
 
 fn header(out: &mut String, name: &str, kind: &str, help: &str) {
@@ -44,6 +64,31 @@ fn sample(out: &mut String, name: &str, labels: &str, value: impl std::fmt::Disp
 
 fn get(c: &AtomicU64) -> u64 {
     c.load(Ordering::Relaxed)
+}
+
+/// Quarantined numbers per pool (every pool, zero included, so an alert
+/// has a series to watch) and stray calls.
+fn number_health(out: &mut String, ctx: &Ops) {
+    let name = "dialproof_numbers_quarantined";
+    header(
+        out,
+        name,
+        "gauge",
+        "Numbers quarantined because their leases expired without a single INVITE.",
+    );
+    let per_pool = ctx.health.quarantined_per_pool();
+    for pool in Pool::ALL {
+        let n = per_pool.get(&pool).copied().unwrap_or(0);
+        sample(out, name, &format!("pool=\"{}\"", pool.as_str()), n);
+    }
+    let name = "dialproof_number_stray_calls_total";
+    header(
+        out,
+        name,
+        "counter",
+        "INVITEs to one of our numbers while it was not leased.",
+    );
+    sample(out, name, "", get(&ctx.health.stray_calls));
 }
 
 /// Free, leased and withheld numbers per pool and sub-pool.
@@ -333,6 +378,7 @@ fn sip(out: &mut String, ctx: &Ops) {
         ("unknown_number", &s.rejected_unknown_number),
         ("no_lease", &s.rejected_no_lease),
         ("withheld", &s.rejected_withheld),
+        ("caller_id_untrusted", &s.rejected_untrusted_caller_id),
         ("cancelled", &s.cancelled),
     ] {
         sample(out, name, &format!("outcome=\"{outcome}\""), get(c));
@@ -395,7 +441,7 @@ fn storage(out: &mut String, ctx: &Ops) {
     for (name, help, v) in [
         (
             "dialproof_storage_checkpoints_total",
-            "WAL checkpoints run by the writer.",
+            "WAL checkpoints run (beside the writer, by the storage checkpoint thread).",
             s.checkpoints,
         ),
         (

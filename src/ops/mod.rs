@@ -45,6 +45,8 @@ pub struct Ops {
     pub stop: Arc<AtomicBool>,
     /// Creates' idempotency keys (what memory holds, for the metrics).
     pub idempotency: Arc<crate::shared::idempotency::IdempotencyKeys>,
+    /// Quarantined numbers and stray calls, for the metrics.
+    pub health: Arc<crate::shared::number_health::NumberHealth>,
 }
 
 impl Ops {

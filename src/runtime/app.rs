@@ -64,6 +64,9 @@ pub struct App {
     /// Creates' idempotency keys (recorded by the commit consumer, expired
     /// and purged by the control loop).
     pub idempotency: Arc<IdempotencyKeys>,
+    /// Every number's health and the quarantines (see
+    /// `crate::shared::number_health`).
+    pub health: Arc<crate::shared::number_health::NumberHealth>,
 }
 
 impl App {
@@ -120,6 +123,7 @@ impl App {
             stats: self.sip_stats.clone(),
             clock: self.clock.clone(),
             stop: self.stop.clone(),
+            health: self.health.clone(),
         }
     }
 
@@ -149,6 +153,7 @@ impl App {
             clock: self.clock.clone(),
             stop: self.stop.clone(),
             idempotency: self.idempotency.clone(),
+            health: self.health.clone(),
         }
     }
 }

@@ -24,6 +24,8 @@ use crate::api::render;
 use crate::runtime::app::App;
 use dialproof_engine::idempotency::{Answer, IdempotencyKey};
 use dialproof_engine::ids::VerificationKey;
+use dialproof_engine::number_health::Ending;
+use dialproof_engine::verification::Status;
 use dialproof_storage::{CommitReceiver, Committed, StoredKey, Transitioned};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -48,6 +50,8 @@ fn apply(app: &App, event: Committed) {
         Committed::Created(row, stored_key) => match VerificationKey::parse(&row.id) {
             Some(key) => {
                 app.expiries.schedule([(row.expires_at, key)]);
+                app.health
+                    .on_lease(&row.dial_number, row.pool, row.created_at);
                 app.recent.created(&row.id, row.company_id, render(&row));
                 if let Some(stored) = stored_key {
                     record_key(app, *stored);
@@ -81,12 +85,24 @@ fn record_key(app: &App, stored: StoredKey) {
     app.idempotency.record(stored.company_id, &key, answer);
 }
 
+/// How a lease ended, for number health: an expiry is told from a cancel
+/// (both `expired`) by its webhook, which only the TTL's end sends.
+fn health_ending(t: &Transitioned) -> Ending {
+    match t.row.status {
+        Status::Completed => Ending::Completed,
+        Status::Expired if t.delivery.is_some() => Ending::Expired,
+        _ => Ending::Neutral,
+    }
+}
+
 fn transitioned(app: &App, t: Transitioned) {
     // First: the webhook this change wakes must not reach a client before
     // a GET shows the change.
     app.recent
         .ended(&t.row.id, t.row.company_id, render(&t.row));
     if let Some(lease) = &t.released {
+        app.health
+            .on_end(&lease.dial_number, t.row.pool, health_ending(&t), app.now());
         if !app.leases.release(&lease.dial_number, lease.generation) {
             // A stale generation: the number was already released (e.g.
             // carried over a reload); nothing to undo.

@@ -1,7 +1,9 @@
 //! The control loop: the main thread's work while the service runs. It
-//! applies operator changes made in the database (keys, dedicated numbers)
-//! and configuration reloads (SIGHUP), rebuilding the lease table when the
-//! numbers change, and purges idempotency keys past their retention.
+//! applies operator changes made in the database (keys, dedicated numbers,
+//! released quarantines) and configuration reloads (SIGHUP), rebuilding the
+//! lease table when the numbers change or a number's quarantine begins or
+//! ends, stores number health, and purges idempotency keys past their
+//! retention.
 //!
 //! Not for: serving anything, or the reload's rules (`crate::shared::leases`
 //! checks what a reload may change).
@@ -28,6 +30,8 @@ pub fn control_loop(
     held: &mut Option<Held>,
 ) {
     let mut dedicated = app.keys.dedicated_numbers();
+    // What the current table withholds (it was built with this at start).
+    let mut withheld_in_table = app.health.withheld();
     let mut last_poll = std::time::Instant::now();
     while !app.stopping() {
         std::thread::sleep(Duration::from_millis(100));
@@ -45,7 +49,9 @@ pub fn control_loop(
             tracing::warn!(error = %e, "refreshing keys failed");
         }
         let now_dedicated = app.keys.dedicated_numbers();
-        if !reload_config && now_dedicated == dedicated {
+        app.health.sync(&app.store);
+        let withheld = app.health.withheld();
+        if !reload_config && now_dedicated == dedicated && withheld == withheld_in_table {
             continue;
         }
         let config = if reload_config {
@@ -67,14 +73,21 @@ pub fn control_loop(
             app.config.read().clone()
         };
         let line_up = app.sip_lines.snapshot();
-        match build_table(&config, &now_dedicated, &line_up).and_then(|t| app.leases.replace(t)) {
+        let table = build_table(&config, &now_dedicated, &line_up, &withheld);
+        match table.and_then(|t| app.leases.replace(t)) {
             Ok(carried) => {
                 app.idempotency
                     .set_retention_hours(config.api.idempotency_key_hours());
                 *app.config.write() = config;
                 crate::sip::on_table_rebuilt(&app.sip());
                 dedicated = now_dedicated;
-                tracing::info!(carried, reload_config, "lease table rebuilt");
+                withheld_in_table = withheld;
+                tracing::info!(
+                    carried,
+                    reload_config,
+                    quarantined = withheld_in_table.len(),
+                    "lease table rebuilt"
+                );
             }
             Err(e) => tracing::error!(error = %e, "lease table rebuild failed"),
         }

@@ -12,6 +12,7 @@ pub mod commits;
 pub mod control;
 pub mod expiry;
 pub mod heartbeat;
+pub mod preflight;
 pub mod promotion;
 pub mod recovery;
 pub mod service;

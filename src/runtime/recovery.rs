@@ -7,8 +7,8 @@
 
 use crate::runtime::app::App;
 use crate::runtime::expiry;
-use crate::shared::wait::wait_for;
-use anyhow::{Context, Result};
+use crate::shared::wait::{Committing, Outcome};
+use anyhow::Result;
 use dialproof_engine::ids::VerificationKey;
 use dialproof_engine::time::UnixMillis;
 use dialproof_storage::Reader;
@@ -29,11 +29,14 @@ pub fn recover(app: &Arc<App>) -> Result<()> {
         expiries,
         restored,
         not_restored,
-    } = wait_for(RECOVERY_WAIT, |reply| {
-        app.store.read(move |r| restore_leases(&restorer, r), reply)
-    })
-    .context("reading pending verifications timed out")?
-    .map_err(|e| anyhow::anyhow!("{e}"))??;
+    } = match app
+        .store
+        .read_within(RECOVERY_WAIT, move |r| Ok(restore_leases(&restorer, r)))
+    {
+        Outcome::Done(recovered) => recovered?,
+        Outcome::TimedOut => anyhow::bail!("reading pending verifications timed out"),
+        Outcome::Failed(e) => anyhow::bail!("reading pending verifications failed: {e}"),
+    };
     let pending = expiries.len();
     let overdue = expiries
         .iter()

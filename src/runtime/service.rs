@@ -24,8 +24,10 @@ use crate::shared::config::{Config, ReplicationMode};
 use crate::shared::idempotency::IdempotencyKeys;
 use crate::shared::key_cache::KeyCache;
 use crate::shared::leases::{build_table, Leases};
+use crate::shared::number_health::NumberHealth;
 use crate::shared::offload::Offload;
 use crate::shared::resolve::{self, Resolver};
+use crate::shared::wait::{Committing, Outcome};
 use crate::sip::SipHandle;
 use crate::{http, site};
 use anyhow::{Context, Result};
@@ -96,7 +98,8 @@ fn configure_runtime(config: &Config) -> usize {
 /// production; a test's virtual time in process) and returns once it
 /// takes requests.
 pub fn start(config_path: Option<PathBuf>, clock: Clock, serve: &ServeArgs) -> Result<Running> {
-    let config = Config::load(config_path.as_deref())?;
+    // The checks `dialproof check` makes, with the same messages.
+    let (config, _plan) = crate::runtime::preflight::preflight(config_path.as_deref())?;
     let workers = configure_runtime(&config);
     let (store, commits) = open_store(&config)?;
     let (app, webhook_wakes, numbers_total) =
@@ -219,6 +222,18 @@ fn open_store(config: &Config) -> Result<(Store, CommitReceiver)> {
     Ok((store, commits))
 }
 
+/// Number health as stored: the counters and the quarantines, which the
+/// lease table withholds from the start.
+fn restored_health(store: &Store) -> Result<NumberHealth> {
+    let read = store.read_within(Duration::from_secs(30), |r| {
+        Ok((r.number_health()?, r.number_quarantines()?))
+    });
+    match read {
+        Outcome::Done((rows, quarantines)) => Ok(NumberHealth::restored(rows, quarantines)),
+        other => anyhow::bail!("loading number health: {other}"),
+    }
+}
+
 /// Every shared handle, with the lease table built from the configuration
 /// and the dedicated numbers; also the webhook driver's wake queue and the
 /// count of configured numbers (for the READY log line).
@@ -232,7 +247,13 @@ fn build_app(
     keys.reload()
         .map_err(|e| anyhow::anyhow!("loading keys: {e}"))?;
     // No SIP line state is known yet: each line starts as its mode says.
-    let table = build_table(config, &keys.dedicated_numbers(), &Default::default())?;
+    let health = restored_health(&store)?;
+    let table = build_table(
+        config,
+        &keys.dedicated_numbers(),
+        &Default::default(),
+        &health.withheld(),
+    )?;
     // From the table, not `config.numbers()`: expanding a million numbers a
     // second time only to count them costs ~80 MB of short-lived strings,
     // which the allocator keeps resident.
@@ -263,6 +284,7 @@ fn build_app(
         recent: Default::default(),
         commits,
         idempotency: IdempotencyKeys::new(config.api.idempotency_key_hours()),
+        health: Arc::new(health),
     });
     Ok((app, webhook_wakes, numbers_total))
 }

@@ -10,7 +10,7 @@
 //!
 //! Not for: verifying rate limits (see `crate::shared::rate_limiters`) or persisting keys.
 
-use crate::shared::wait::wait_for;
+use crate::shared::wait::Committing;
 use dialproof_engine::time::UnixMillis;
 use dialproof_engine::CompanyId;
 use dialproof_storage::{CompanyRow, KeyRow, StorageError, Store};
@@ -119,11 +119,10 @@ impl KeyCache {
     }
 
     fn refresh_locked(&self) -> Result<bool, StorageError> {
-        let store = self.store.clone();
-        let version = wait_for(RELOAD_TIMEOUT, |reply| {
-            store.read(|r| r.change_version(), reply)
-        })
-        .ok_or(StorageError::Closed)???;
+        let version = self
+            .store
+            .read_within(RELOAD_TIMEOUT, |r| r.change_version())
+            .into_result()?;
         if version == self.version() {
             return Ok(false);
         }
@@ -146,28 +145,24 @@ impl KeyCache {
     }
 
     fn reload_locked(&self) -> Result<(), StorageError> {
-        let store = self.store.clone();
-        let snapshot = wait_for(RELOAD_TIMEOUT, |reply| {
-            store.read(
-                |r| -> Result<Snapshot, StorageError> {
-                    // Read the version first: a change that lands during the
-                    // reload then shows as a newer version on the next poll.
-                    let version = r.change_version()?;
-                    Ok(Snapshot {
-                        version,
-                        keys: r
-                            .load_keys()?
-                            .into_iter()
-                            .map(|k| (k.prefix.clone(), k))
-                            .collect(),
-                        companies: r.load_companies()?.into_iter().map(|c| (c.id, c)).collect(),
-                        dedicated: r.load_dedicated_numbers()?,
-                    })
-                },
-                reply,
-            )
-        })
-        .ok_or(StorageError::Closed)???;
+        let snapshot = self
+            .store
+            .read_within(RELOAD_TIMEOUT, |r| {
+                // Read the version first: a change that lands during the
+                // reload then shows as a newer version on the next poll.
+                let version = r.change_version()?;
+                Ok(Snapshot {
+                    version,
+                    keys: r
+                        .load_keys()?
+                        .into_iter()
+                        .map(|k| (k.prefix.clone(), k))
+                        .collect(),
+                    companies: r.load_companies()?.into_iter().map(|c| (c.id, c)).collect(),
+                    dedicated: r.load_dedicated_numbers()?,
+                })
+            })
+            .into_result()?;
         *self.snapshot.write() = Arc::new(snapshot);
         Ok(())
     }

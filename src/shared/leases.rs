@@ -15,7 +15,7 @@ use dialproof_engine::lease::{Lease, LeaseTable, LineSpec, NumberSpec, TableBuil
 use dialproof_engine::pool::Pool;
 use dialproof_engine::CompanyId;
 use parking_lot::RwLock;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 pub struct Leases {
@@ -27,11 +27,14 @@ pub struct Leases {
 /// operator decision). `line_up` holds the SIP lines' current state by
 /// name (`crate::sip::LineStates`); a line not in it starts as its mode
 /// says: a registering line down until it registers, an IP-authenticated
-/// one up until its pings fail.
+/// one up until its pings fail. `withheld` numbers (quarantined, see
+/// `crate::shared::number_health`) are built inactive: never issued, like a
+/// number the file switches off, and a lease they hold is carried over.
 pub fn build_table(
     config: &Config,
     dedicated: &[(String, CompanyId)],
     line_up: &HashMap<String, bool>,
+    withheld: &HashSet<String>,
 ) -> Result<LeaseTable> {
     let lines = config
         .lines
@@ -51,17 +54,16 @@ pub fn build_table(
     // before the next is made (resident memory per number, issue 12).
     let mut builder = TableBuilder::new(lines);
     config.each_number(|n: ConfiguredNumber| {
+        let active = n.active && !withheld.contains(&n.number);
         builder.push(NumberSpec {
             dedicated_to: dedicated.get(n.number.as_str()).copied().or(n.dedicated_to),
             number: n.number,
             pool: n.pool,
             line: n.line,
-            active: n.active,
+            active,
         })
     })?;
-    builder
-        .build()
-        .map_err(|e| anyhow::anyhow!("lease table: {e:?}"))
+    builder.build().map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 impl Leases {

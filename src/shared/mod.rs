@@ -19,6 +19,7 @@ pub mod idempotency;
 pub mod key_cache;
 pub mod leases;
 pub mod metrics;
+pub mod number_health;
 pub mod offload;
 pub mod rate_limiters;
 pub mod recent;

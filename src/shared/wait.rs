@@ -35,6 +35,19 @@ impl<T> fmt::Display for Outcome<T> {
     }
 }
 
+impl<T> Outcome<T> {
+    /// The answer, or why there is none as a storage error (a wait that
+    /// ended without an answer reads as the store being unavailable), for
+    /// callers that pass storage errors on.
+    pub fn into_result(self) -> Result<T, StorageError> {
+        match self {
+            Outcome::Done(v) => Ok(v),
+            Outcome::Failed(e) => Err(e),
+            Outcome::TimedOut => Err(StorageError::Closed),
+        }
+    }
+}
+
 /// The store, as code that waits for its answers uses it.
 pub trait Committing {
     /// Submits the op `make` builds around its reply and waits up to
@@ -113,26 +126,9 @@ impl Committing for Store {
     }
 }
 
-/// Why a waited-for storage answer was not what the caller needed, for a
-/// log line: `timed out`, or the storage error's text.
-pub fn failure_text<T>(result: Option<Result<T, StorageError>>) -> String {
-    match result {
-        None => "timed out".to_owned(),
-        Some(Err(e)) => e.to_string(),
-        Some(Ok(_)) => "unexpected answer".to_owned(),
-    }
-}
-
-/// [`failure_text`] of a read, whose job has an error of its own.
-pub fn read_failure_text<T>(
-    result: Option<Result<Result<T, StorageError>, StorageError>>,
-) -> String {
-    failure_text(result.map(|r| r.and_then(|inner| inner)))
-}
-
 /// Runs `start` with a reply callback and waits up to `timeout` for it to be
 /// called. `None` on timeout or if the callback was dropped without a call.
-pub fn wait_for<T: Send + 'static>(timeout: Duration, start: impl FnOnce(Reply<T>)) -> Option<T> {
+fn wait_for<T: Send + 'static>(timeout: Duration, start: impl FnOnce(Reply<T>)) -> Option<T> {
     let (tx, rx) = may::sync::mpsc::channel();
     start(Box::new(move |value| {
         // The receiver may have timed out and gone; nothing to do then.

@@ -12,7 +12,9 @@
 //!    and counted, nothing changes;
 //! 4. the caller must be usable: else (withheld) the line's reject code,
 //!    logged, the verification stays pending for a call that shows its
-//!    number;
+//!    number; and the network must vouch for it as far as the line's
+//!    `min_caller_id_trust` asks: else the line's reject code, logged and
+//!    counted, the verification stays pending;
 //! 5. then `TransitionByNumber` with `Event::Call` at the moment the INVITE
 //!    arrived; after COMMIT the lease is released and the call rejected
 //!    with the line's code. It is never answered: no 200, no media, so the
@@ -27,8 +29,9 @@
 use super::line_info::LineInfo;
 use super::Sip;
 use super::SipStats;
+use dialproof_engine::caller_evidence::CallerEvidence;
 use dialproof_engine::lease::Lease;
-use dialproof_engine::sip::identity::{caller, Caller, Source};
+use dialproof_engine::sip::identity::{caller, Caller};
 use dialproof_engine::sip::message::Message;
 use dialproof_engine::sip::outcome::CallOutcome;
 use dialproof_engine::sip::route::{route_invite, Header, Route};
@@ -78,21 +81,48 @@ pub fn on_invite(
         }
     };
     let code = dialled.line.reject_code;
+    ctx.health
+        .on_invite(&dialled.number, dialled.lease.is_some());
     let Some(lease) = dialled.lease else {
         SipStats::inc(&stats.rejected_no_lease);
         tracing::warn!(%src, call_id, dial_number = %dialled.number, header = dialled.header.as_str(),
             line = %dialled.line.name, "call to a number with no active lease; rejected, nothing changed");
         return Verdict::Reject(code, Some(CallOutcome::NoPendingVerification));
     };
+    let generation = lease.generation;
+    on_caller(ctx, src, msg, dialled, generation, at, decide)
+}
+
+/// Step 4 and 5: the caller of an INVITE to a leased number, and the
+/// transition it submits if the caller may complete the verification.
+fn on_caller(
+    ctx: &Arc<Sip>,
+    src: SocketAddr,
+    msg: &Message,
+    dialled: Dialled<'_>,
+    generation: u32,
+    at: UnixMillis,
+    decide: Box<dyn FnOnce(u16, CallOutcome) + Send>,
+) -> Verdict {
+    let (stats, call_id) = (&ctx.stats, msg.call_id());
     let line = dialled.line;
+    let code = line.reject_code;
     match caller(msg, line.region, line.trust_asserted_identity) {
-        Caller::Number { e164, source } => {
+        Caller::Number { evidence, .. } if !evidence.trust.meets(line.min_caller_id_trust) => {
+            SipStats::inc(&stats.rejected_untrusted_caller_id);
+            tracing::warn!(%src, call_id, dial_number = %dialled.number,
+                source = evidence.source.as_str(), trust = evidence.trust.as_str(),
+                min_caller_id_trust = line.min_caller_id_trust.as_str(), line = %line.name,
+                "caller ID trust below the line's minimum; rejected, verification left pending");
+            Verdict::Reject(code, Some(CallOutcome::CallerIdUntrusted))
+        }
+        Caller::Number { e164, evidence } => {
             let call = Call {
                 number: dialled.number,
                 header: dialled.header,
-                generation: lease.generation,
+                generation,
                 caller: e164,
-                source,
+                evidence,
                 line: line.name.clone(),
                 code,
             };
@@ -196,7 +226,7 @@ struct Call {
     header: Header,
     generation: u32,
     caller: String,
-    source: Source,
+    evidence: CallerEvidence,
     line: String,
     /// The final response once the transition is decided.
     code: u16,
@@ -216,7 +246,7 @@ fn submit_call(
         header,
         generation,
         caller,
-        source,
+        evidence,
         line,
         code,
     } = call;
@@ -224,13 +254,17 @@ fn submit_call(
     let op = WriteOp::TransitionByNumber {
         dial_number: number,
         generation: Some(generation),
-        event: Event::Call { at, caller },
+        event: Event::Call {
+            at,
+            caller,
+            evidence,
+        },
         reply: Some(Box::new(move |result| {
             let outcome = match &result {
                 Ok(t) if t.changed => {
                     SipStats::inc(&replied.stats.completed);
                     tracing::info!(dial_number = %dial, header = header.as_str(),
-                        caller = %caller_for_log, source = source.as_str(), line = %line,
+                        caller = %caller_for_log, source = evidence.source.as_str(), trust = evidence.trust.as_str(), line = %line,
                         verification_id = t.row.as_ref().map_or("", |r| r.id.as_str()),
                         "call completed a verification");
                     CallOutcome::Completed

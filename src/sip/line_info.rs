@@ -8,6 +8,7 @@
 
 use crate::shared::config::{Config, LineMode};
 use anyhow::{Context, Result};
+use dialproof_engine::caller_evidence::CallerIdTrust;
 use dialproof_engine::lease::LineId;
 use dialproof_engine::sip::number::Region;
 use dialproof_engine::sip::route::{contact_user, CalledFrom, LineRoute};
@@ -27,6 +28,8 @@ pub struct LineInfo {
     pub region: Region,
     pub reject_code: u16,
     pub trust_asserted_identity: bool,
+    /// The least caller ID trust that completes a verification.
+    pub min_caller_id_trust: CallerIdTrust,
     /// Where the dialled number of an INVITE is read.
     pub called_from: CalledFrom,
     /// The user of the Contact this line registers (never a number).
@@ -95,6 +98,8 @@ pub fn resolve_lines(config: &Config) -> Result<Vec<LineInfo>> {
                 region,
                 reject_code: l.reject_code,
                 trust_asserted_identity: l.trust_asserted_identity,
+                min_caller_id_trust: CallerIdTrust::parse_minimum(&l.min_caller_id_trust)
+                    .with_context(|| format!("line {:?}: min_caller_id_trust", l.name))?,
                 called_from: CalledFrom::parse(&l.dialled_number_from)
                     .with_context(|| format!("line {:?}: dialled_number_from", l.name))?,
                 contact_user: contact_user(&l.name),
@@ -130,6 +135,8 @@ mod tests {
             "[[lines]]\nname = \"a\"\nmode = \"always_up\"\ndefault_country = \"XX\"\n",
             "[[lines]]\nname = \"a\"\nmode = \"ip_auth\"\nprovider = \"no-port\"\n",
             "[[lines]]\nname = \"a\"\nmode = \"always_up\"\nregister_expires_seconds = 0\n",
+            "[[lines]]\nname = \"a\"\nmode = \"always_up\"\nmin_caller_id_trust = \"failed\"\n",
+            "[[lines]]\nname = \"a\"\nmode = \"always_up\"\nmin_caller_id_trust = \"high\"\n",
         ];
         for text in bad {
             assert!(config(text).is_err(), "accepted: {text}");

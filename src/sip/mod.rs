@@ -44,6 +44,9 @@ pub struct Sip {
     pub stats: Arc<SipStats>,
     pub clock: Clock,
     pub stop: Arc<AtomicBool>,
+    /// Told of every INVITE to one of our numbers (it proves the number
+    /// rings).
+    pub health: Arc<crate::shared::number_health::NumberHealth>,
 }
 
 impl Sip {

@@ -72,6 +72,8 @@ pub struct SipStats {
     pub rejected_unknown_number: AtomicU64,
     pub rejected_no_lease: AtomicU64,
     pub rejected_withheld: AtomicU64,
+    /// Calls whose caller ID trust was below the line's minimum.
+    pub rejected_untrusted_caller_id: AtomicU64,
     pub cancelled: AtomicU64,
     pub malformed: AtomicU64,
     pub overloaded: AtomicU64,
@@ -90,13 +92,14 @@ impl SipStats {
         format!(
             "sip_invites={} sip_completed={} sip_rejected_untrusted_source={} \
              sip_rejected_unknown_number={} sip_rejected_no_lease={} sip_rejected_withheld={} \
-             sip_cancelled={} sip_malformed={} sip_overloaded={}",
+             sip_rejected_untrusted_caller_id={} sip_cancelled={} sip_malformed={} sip_overloaded={}",
             g(&self.invites),
             g(&self.completed),
             g(&self.rejected_untrusted_source),
             g(&self.rejected_unknown_number),
             g(&self.rejected_no_lease),
             g(&self.rejected_withheld),
+            g(&self.rejected_untrusted_caller_id),
             g(&self.cancelled),
             g(&self.malformed),
             g(&self.overloaded),

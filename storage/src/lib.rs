@@ -57,6 +57,8 @@ mod failpoints;
 mod idempotency;
 mod local_reader;
 mod meta;
+mod migration_evidence;
+mod number_health;
 mod ops;
 mod reader;
 mod rejections;
@@ -81,12 +83,17 @@ pub use deliveries::{
 pub use error::StorageError;
 pub use failpoints::{FailPoints, FAIL_POINT_NAMES};
 pub use idempotency::{Inserted, KeyedCreate, StoredKey, PURGE_BATCH_MAX};
+pub use number_health::{NumberHealthRow, Quarantine};
 pub use ops::{Reply, WriteOp};
 pub use reader::{PendingLease, Reader, Undelivered, DUE_DELIVERIES_LIMIT_MAX};
 pub use rejections::{RejectionRow, REJECTIONS_LISTED_MAX};
 pub use rows::{
     CompanyRow, DeliveryRow, DeliveryState, KeyRow, NewRejection, ReleasedLease, TransitionResult,
     VerificationRow,
+};
+pub use schema::{
+    current_version as schema_version, newer_message as schema_newer_message,
+    version_of as schema_version_of,
 };
 pub use stats::{StoreStats, BATCH_OPS_BUCKETS, COMMIT_SECONDS_BUCKETS};
 pub use store::{

@@ -87,6 +87,13 @@ pub enum WriteOp {
         expired_before: UnixMillis,
         reply: Reply<Result<usize, StorageError>>,
     },
+    /// Store number health: upsert `rows`' counters and add `quarantines`
+    /// (see `number_health`); reply after COMMIT.
+    SaveNumberHealth {
+        rows: Vec<crate::NumberHealthRow>,
+        quarantines: Vec<crate::Quarantine>,
+        reply: Reply<Result<(), StorageError>>,
+    },
     /// Move the heartbeat moment forward to `at` (never backward), so a
     /// replica knows how recent it is without traffic (see `replica`);
     /// reply after COMMIT.
@@ -108,6 +115,7 @@ impl WriteOp {
             WriteOp::RecordAttempt { .. } => "record_attempt",
             WriteOp::InsertSession { .. } => "insert_session",
             WriteOp::Heartbeat { .. } => "heartbeat",
+            WriteOp::SaveNumberHealth { .. } => "save_number_health",
             WriteOp::PurgeIdempotencyKeys { .. } => "purge_idempotency_keys",
         }
     }

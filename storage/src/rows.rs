@@ -8,6 +8,7 @@
 //! validation of what callers store (the binary parses at the edge).
 
 use crate::error::{Result, StorageError};
+use dialproof_engine::caller_evidence::{CallerEvidence, CallerIdSource, CallerIdTrust};
 use dialproof_engine::pool::Pool;
 use dialproof_engine::time::UnixMillis;
 use dialproof_engine::verification::{EventType, Status};
@@ -33,6 +34,8 @@ pub struct VerificationRow {
     pub expires_at: UnixMillis,
     pub completed_at: Option<UnixMillis>,
     pub caller_id: String,
+    /// How the caller was read; set with `caller_id` by a completing call.
+    pub caller_evidence: Option<CallerEvidence>,
     pub lease_generation: u32,
     pub failure_reason: Option<String>,
     /// The `Idempotency-Key` the verification was created with, if any.
@@ -59,6 +62,7 @@ impl VerificationRow {
             expires_at: started.expires_at,
             completed_at: None,
             caller_id: String::new(),
+            caller_evidence: None,
             lease_generation: started.lease_generation,
             failure_reason: None,
             idempotency_key: None,
@@ -173,7 +177,8 @@ pub struct DeliveryRow {
 /// Column list matching [`verification_from_row`], in order.
 pub(crate) const VERIFICATION_COLUMNS: &str = "id, company_id, api_key_id, phone, dial_number, \
      pool, client_ref, info, webhook_url, ttl_seconds, status, created_at, expires_at, \
-     completed_at, caller_id, lease_generation, failure_reason, idempotency_key";
+     completed_at, caller_id, lease_generation, failure_reason, idempotency_key, \
+     caller_id_source, caller_id_trust";
 
 pub(crate) fn verification_from_row(r: &Row<'_>) -> Result<VerificationRow> {
     let pool_text: String = r.get(5)?;
@@ -199,7 +204,29 @@ pub(crate) fn verification_from_row(r: &Row<'_>) -> Result<VerificationRow> {
         lease_generation: to_u32(r.get(15)?, "verifications.lease_generation")?,
         failure_reason: r.get(16)?,
         idempotency_key: r.get(17)?,
+        caller_evidence: evidence_from_columns(r.get(18)?, r.get(19)?)?,
     })
+}
+
+/// The stored evidence: both columns or neither (a row completed before
+/// migration 5 has neither); anything else is corrupt.
+pub(crate) fn evidence_from_columns(
+    source: Option<String>,
+    trust: Option<String>,
+) -> Result<Option<CallerEvidence>> {
+    match (source, trust) {
+        (None, None) => Ok(None),
+        (Some(s), Some(t)) => {
+            let source = CallerIdSource::parse(&s)
+                .ok_or_else(|| StorageError::Corrupt(format!("unknown caller_id_source '{s}'")))?;
+            let trust = CallerIdTrust::parse(&t)
+                .ok_or_else(|| StorageError::Corrupt(format!("unknown caller_id_trust '{t}'")))?;
+            Ok(Some(CallerEvidence { source, trust }))
+        }
+        (s, t) => Err(StorageError::Corrupt(format!(
+            "caller_id_source {s:?} without caller_id_trust {t:?}"
+        ))),
+    }
 }
 
 pub(crate) const KEY_COLUMNS: &str = "id, company_id, label, prefix, secret_hash, created_at, \

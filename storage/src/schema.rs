@@ -173,7 +173,10 @@ pub(crate) const MIGRATIONS: &[&[&str]] = &[&[
     "DROP INDEX verifications_pending_dial",
     "CREATE UNIQUE INDEX verifications_pending_dial ON verifications(dial_number) \
      WHERE status = 'pending'",
-]];
+],
+// 5: telephony evidence on a completed verification (see the module).
+crate::migration_evidence::MIGRATION,
+];
 
 /// The `user_version` of a fully migrated database.
 pub(crate) fn latest_version() -> i64 {
@@ -185,38 +188,70 @@ fn user_version(conn: &Connection) -> Result<i64> {
     Ok(conn.pragma_query_value(None, "user_version", |row| row.get(0))?)
 }
 
-/// Brings the file up to [`latest_version`]. Refuses a file written by a
-/// newer build rather than run against a schema it does not know.
+/// Brings the file up to [`latest_version`], every missing migration in
+/// one `BEGIN IMMEDIATE` transaction: an upgrade that fails halfway (a
+/// full disk, a kill) leaves the file exactly at the version it had, never
+/// between two releases. Refuses a file written by a newer build rather
+/// than run against a schema it does not know.
 pub(crate) fn migrate(conn: &Connection) -> Result<()> {
-    for (index, statements) in MIGRATIONS.iter().enumerate() {
-        let target = index as i64 + 1;
-        if user_version(conn)? >= target {
-            continue;
-        }
-        conn.execute_batch("BEGIN IMMEDIATE")?;
-        let applied = apply_one(conn, target, statements);
-        match applied {
-            Ok(()) => conn.execute_batch("COMMIT")?,
-            Err(e) => {
-                let _ = conn.execute_batch("ROLLBACK");
-                return Err(e);
-            }
+    if user_version(conn)? >= latest_version() {
+        return check_version(conn);
+    }
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    match apply_missing(conn) {
+        Ok(()) => conn.execute_batch("COMMIT")?,
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            return Err(e);
         }
     }
     check_version(conn)
 }
 
-fn apply_one(conn: &Connection, target: i64, statements: &[&str]) -> Result<()> {
-    // Another process may have migrated between our check and our lock.
-    if user_version(conn)? >= target {
-        return Ok(());
+/// Inside the transaction: the version is read again, since another
+/// process may have migrated between our first look and our lock.
+fn apply_missing(conn: &Connection) -> Result<()> {
+    let from = user_version(conn)?;
+    for (index, statements) in MIGRATIONS.iter().enumerate() {
+        let target = index as i64 + 1;
+        if from >= target {
+            continue;
+        }
+        for sql in *statements {
+            conn.execute_batch(sql)
+                .map_err(|e| StorageError::Sqlite(format!("migration {target} failed: {e}")))?;
+        }
+        conn.pragma_update(None, "user_version", target)?;
     }
-    for sql in statements {
-        conn.execute_batch(sql)
-            .map_err(|e| StorageError::Sqlite(format!("migration {target} failed: {e}")))?;
-    }
-    conn.pragma_update(None, "user_version", target)?;
     Ok(())
+}
+
+/// The schema version of the database at `path` without changing it:
+/// `None` when there is no file yet (the first start creates it). For the
+/// configuration check, which must not migrate.
+pub fn version_of(path: &std::path::Path) -> Result<Option<i64>> {
+    if !path.exists() {
+        return Ok(None);
+    }
+    let conn = Connection::open_with_flags(
+        path,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    Ok(Some(user_version(&conn)?))
+}
+
+/// The schema version this build writes (the number of migrations).
+pub fn current_version() -> i64 {
+    latest_version()
+}
+
+/// The refusal of a database written by a newer release, one line, the
+/// same from `dialproof check`, `serve` and the operator commands.
+pub fn newer_message(found: i64, known: i64) -> String {
+    format!(
+        "database schema version {found} is newer than this release knows ({known}): it was \
+         written by a newer Dialproof; run that release, or restore the backup taken before it"
+    )
 }
 
 /// Fails unless the file is at exactly the version this build knows.
@@ -224,9 +259,7 @@ pub(crate) fn check_version(conn: &Connection) -> Result<()> {
     let found = user_version(conn)?;
     let want = latest_version();
     if found > want {
-        return Err(StorageError::Corrupt(format!(
-            "database schema version {found} is newer than this build ({want})"
-        )));
+        return Err(StorageError::Corrupt(newer_message(found, want)));
     }
     if found < want {
         return Err(StorageError::Corrupt(format!(

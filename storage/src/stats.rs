@@ -98,7 +98,7 @@ pub struct StoreStats {
     pub ops_committed: u64,
     /// Ops whose reply (or log line) was an error.
     pub ops_failed: u64,
-    /// WAL checkpoints run by the writer.
+    /// WAL checkpoints run (by the checkpoint thread).
     pub checkpoints: u64,
     /// Whether the writer's latest transaction failed as a whole.
     pub last_batch_failed: bool,

@@ -14,7 +14,7 @@
 //! process), retry policy (a full queue is the caller's back-pressure), or
 //! running writes and reads (see `writer` and `reader`).
 
-use crate::checkpoint::{Checkpointer, Replication};
+use crate::checkpoint::{self, Checkpointer, Replication};
 use crate::committed::CommitSink;
 use crate::conn::{self, Role};
 use crate::error::{Result, StorageError};
@@ -134,6 +134,8 @@ struct Inner {
     /// Writer first, then readers. Held for the whole of `shutdown`, so a
     /// second call waits for the first to finish.
     threads: Mutex<Vec<JoinHandle<()>>>,
+    /// The checkpoint thread; it ends after the writer's last batch.
+    checkpoint_thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 /// The service's store. See the module docs.
@@ -170,8 +172,10 @@ impl Store {
         let writer_conn = conn::open(path, Role::Writer)?;
         // Before the migration's commits, so that none of them runs
         // SQLite's own checkpoint.
-        let checkpointer = Checkpointer::new(&writer_conn, path, opts.replication)?;
+        let forcer = Checkpointer::new(&writer_conn, path, opts.replication)?;
         schema::migrate(&writer_conn)?;
+        let checkpoint_conn = conn::open(path, Role::Writer)?;
+        let checkpointer = Checkpointer::new(&checkpoint_conn, path, opts.replication)?;
         let mut reader_conns = Vec::with_capacity(opts.readers);
         for _ in 0..opts.readers {
             reader_conns.push(conn::open(path, Role::Reader)?);
@@ -190,15 +194,18 @@ impl Store {
                 gate: Gate::default(),
                 counters: Arc::clone(&counters),
                 threads: Mutex::new(Vec::with_capacity(opts.readers + 1)),
+                checkpoint_thread: Mutex::new(None),
             }),
         };
 
         // The threads hold only their receivers and the counters, never
         // the `Inner`: when the last `Store` is dropped the senders go, and
         // the threads finish the queue and exit even without `shutdown`.
+        let (doorbell, rung) = bounded(1);
         let writer = Writer {
             conn: writer_conn,
-            checkpointer,
+            doorbell,
+            checkpointer: forcer,
             rx: write_rx,
             batch_max: opts.batch_max,
             context: BatchContext {
@@ -207,6 +214,20 @@ impl Store {
                 commit_sink: sink,
             },
         };
+        let checkpoint_counters = Arc::clone(&store.inner.counters);
+        let spawned = std::thread::Builder::new()
+            .name("dialproof-storage-checkpoint".into())
+            .spawn(move || {
+                checkpoint::run_thread(checkpoint_conn, checkpointer, rung, checkpoint_counters)
+            });
+        match spawned {
+            Ok(handle) => *store.lock_checkpoint_thread() = Some(handle),
+            Err(e) => {
+                return Err(StorageError::Sqlite(format!(
+                    "cannot start the checkpoint thread: {e}"
+                )))
+            }
+        }
         let spawned = std::thread::Builder::new()
             .name("dialproof-storage-writer".into())
             .spawn(move || writer.run());
@@ -237,6 +258,14 @@ impl Store {
                 )))
             }
         }
+    }
+
+    fn lock_checkpoint_thread(&self) -> std::sync::MutexGuard<'_, Option<JoinHandle<()>>> {
+        // As `lock_threads`: a poisoned lock still holds a meaningful handle.
+        self.inner
+            .checkpoint_thread
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn lock_threads(&self) -> std::sync::MutexGuard<'_, Vec<JoinHandle<()>>> {
@@ -376,7 +405,10 @@ impl Store {
         } else {
             Some(handles.remove(0))
         };
-        for handle in handles.into_iter().chain(writer) {
+        // The checkpoint thread last: it runs the final checkpoint once the
+        // writer is gone.
+        let checkpoints = self.lock_checkpoint_thread().take();
+        for handle in handles.into_iter().chain(writer).chain(checkpoints) {
             if handle.join().is_err() {
                 tracing::error!("a storage thread panicked");
             }

@@ -15,6 +15,8 @@
 
 use crate::error::{Result, StorageError};
 use crate::reader::Reader;
+use crate::rows::evidence_from_columns;
+use dialproof_engine::caller_evidence::CallerEvidence;
 use dialproof_engine::time::UnixMillis;
 use dialproof_engine::verification::Status;
 use dialproof_engine::CompanyId;
@@ -61,6 +63,8 @@ pub struct ListedRow {
     pub reason: Option<String>,
     /// The `Idempotency-Key` a verification was created with.
     pub idempotency_key: Option<String>,
+    /// How a completed verification's caller was read.
+    pub caller_evidence: Option<CallerEvidence>,
 }
 
 /// One page and where the next one starts (`None`: this was the last).
@@ -88,9 +92,9 @@ pub struct Totals {
 
 const VERIFICATION_SELECT: &str = "SELECT id AS sort_id, id, status, phone, dial_number, \
      client_ref, created_at, completed_at, expires_at, caller_id, NULL AS reason, \
-     idempotency_key FROM verifications WHERE company_id = ? AND created_at >= ? AND created_at < ?";
+     idempotency_key, caller_id_source, caller_id_trust FROM verifications WHERE company_id = ? AND created_at >= ? AND created_at < ?";
 const REJECTION_SELECT: &str = "SELECT printf('r%015d', id) AS sort_id, NULL, 'failed', phone, \
-     NULL, '', created_at, NULL, NULL, '', reason, NULL \
+     NULL, '', created_at, NULL, NULL, '', reason, NULL, NULL, NULL \
      FROM rejections WHERE company_id = ? AND created_at >= ? AND created_at < ?";
 
 /// One table's half of the query, with its own filters and ORDER/LIMIT so
@@ -150,6 +154,7 @@ fn listed_from_row(r: &Row<'_>) -> Result<ListedRow> {
         caller_id: r.get(9)?,
         reason: r.get(10)?,
         idempotency_key: r.get(11)?,
+        caller_evidence: evidence_from_columns(r.get(12)?, r.get(13)?)?,
     })
 }
 

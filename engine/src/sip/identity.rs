@@ -12,39 +12,29 @@
 //!   but without a usable number is skipped. Nothing usable at all is
 //!   withheld too.
 //!
+//! - Evidence: the caller comes with its [`CallerEvidence`]: the header it
+//!   was read from and what it is worth, from that header's `verstat`
+//!   (a URI parameter, as 3GPP TS 24.229 puts it, or a header parameter,
+//!   where some gateways put it) and the line's trust in its provider
+//!   ([`crate::caller_evidence::trust`]).
+//!
 //! Not for: trusting the sender (the caller checks that the datagram came
 //! from the line's provider before using anything here).
 
 use super::message::{split_commas, Message};
 use super::number::{to_e164, Region};
 use super::uri::NameAddr;
+pub use crate::caller_evidence::CallerIdSource as Source;
+use crate::caller_evidence::{trust, CallerEvidence, Verstat};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Caller {
     /// The caller's number, E.164.
     Number {
         e164: String,
-        source: Source,
+        evidence: CallerEvidence,
     },
     Withheld(Withheld),
-}
-
-/// Which header the caller number came from (for logs).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Source {
-    AssertedIdentity,
-    RemotePartyId,
-    From,
-}
-
-impl Source {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Source::AssertedIdentity => "p-asserted-identity",
-            Source::RemotePartyId => "remote-party-id",
-            Source::From => "from",
-        }
-    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,21 +67,67 @@ pub fn caller(msg: &Message, region: Region, trust_asserted_identity: bool) -> C
         return Caller::Withheld(Withheld::PrivacyRequested);
     }
     if trust_asserted_identity {
-        if let Some(c) = first_in(msg, "P-Asserted-Identity", region, Source::AssertedIdentity) {
-            return c;
+        let pai = first_in(
+            msg,
+            "P-Asserted-Identity",
+            region,
+            Source::PAssertedIdentity,
+        );
+        if let Some(c) = pai {
+            return c.with_trust(trust_asserted_identity);
         }
     }
-    if let Some(c) = first_in(msg, "Remote-Party-ID", region, Source::RemotePartyId) {
-        return c;
-    }
-    if let Some(c) = first_in(msg, "From", region, Source::From) {
-        return c;
+    let rest = [
+        ("Remote-Party-ID", Source::RemotePartyId),
+        ("From", Source::From),
+    ];
+    for (header, source) in rest {
+        if let Some(c) = first_in(msg, header, region, source) {
+            return c.with_trust(trust_asserted_identity);
+        }
     }
     Caller::Withheld(Withheld::NoUsableNumber)
 }
 
+/// What [`first_in`] found, before the line's trust is applied.
+enum Found {
+    Number {
+        e164: String,
+        source: Source,
+        verstat: Option<Verstat>,
+    },
+    Withheld(Withheld),
+}
+
+impl Found {
+    fn with_trust(self, trusted_provider: bool) -> Caller {
+        match self {
+            Found::Number {
+                e164,
+                source,
+                verstat,
+            } => Caller::Number {
+                e164,
+                evidence: CallerEvidence {
+                    source,
+                    trust: trust(source, verstat, trusted_provider),
+                },
+            },
+            Found::Withheld(w) => Caller::Withheld(w),
+        }
+    }
+}
+
+/// The `verstat` of a name-address: the URI's parameter, else the
+/// header's. An unknown value is no verdict.
+fn verstat_of(addr: &NameAddr) -> Option<Verstat> {
+    let uri = addr.uri.param("verstat").flatten();
+    uri.or_else(|| addr.param("verstat").flatten())
+        .and_then(Verstat::parse)
+}
+
 /// The first value of `header` that says something about the caller.
-fn first_in(msg: &Message, header: &str, region: Region, source: Source) -> Option<Caller> {
+fn first_in(msg: &Message, header: &str, region: Region, source: Source) -> Option<Found> {
     for value in msg.headers_named(header) {
         for part in split_commas(value) {
             let Some(addr) = NameAddr::parse(part) else {
@@ -104,14 +140,19 @@ fn first_in(msg: &Message, header: &str, region: Region, source: Source) -> Opti
                 }
                 let privacy = addr.param("privacy").flatten().unwrap_or("off");
                 if privacy.eq_ignore_ascii_case("full") || privacy.eq_ignore_ascii_case("uri") {
-                    return Some(Caller::Withheld(Withheld::PrivacyRequested));
+                    return Some(Found::Withheld(Withheld::PrivacyRequested));
                 }
             }
             if is_anonymous(&addr) {
-                return Some(Caller::Withheld(Withheld::Anonymous));
+                return Some(Found::Withheld(Withheld::Anonymous));
             }
             if let Some(e164) = addr.uri.user().and_then(|u| to_e164(u, region)) {
-                return Some(Caller::Number { e164, source });
+                let verstat = verstat_of(&addr);
+                return Some(Found::Number {
+                    e164,
+                    source,
+                    verstat,
+                });
             }
         }
     }
@@ -132,6 +173,7 @@ fn is_anonymous(addr: &NameAddr) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::caller_evidence::CallerIdTrust;
 
     fn ru() -> Region {
         Region::parse("RU").unwrap()
@@ -145,10 +187,81 @@ mod tests {
         Message::parse(text.as_bytes()).unwrap()
     }
 
+    /// A caller without a verdict (its trust follows from the source).
     fn number(e164: &str, source: Source) -> Caller {
+        with_trust(e164, source, trust(source, None, true))
+    }
+
+    fn with_trust(e164: &str, source: Source, trust: CallerIdTrust) -> Caller {
         Caller::Number {
             e164: e164.to_owned(),
-            source,
+            evidence: CallerEvidence { source, trust },
+        }
+    }
+
+    #[test]
+    fn verstat_on_the_header_the_caller_was_read_from() {
+        use CallerIdTrust::*;
+        let cases = [
+            // A tel: PAI carrying the verdict as a URI parameter.
+            (
+                "From: <sip:89000000001@h>;tag=1\r\n\
+                 P-Asserted-Identity: <tel:+79000000003;verstat=TN-Validation-Passed>\r\n",
+                "+79000000003",
+                Source::PAssertedIdentity,
+                Verified,
+            ),
+            (
+                "From: <sip:89000000001@h>;tag=1\r\n\
+                 P-Asserted-Identity: <sip:+79000000003@h;user=phone;verstat=TN-Validation-Failed>\r\n",
+                "+79000000003",
+                Source::PAssertedIdentity,
+                Failed,
+            ),
+            (
+                "From: <sip:89000000001@h>;tag=1\r\n\
+                 P-Asserted-Identity: <sip:+79000000003@h;verstat=No-TN-Validation>\r\n",
+                "+79000000003",
+                Source::PAssertedIdentity,
+                Asserted,
+            ),
+            // On From, as a URI parameter and as a header parameter.
+            (
+                "From: <sip:+79000000001@h;verstat=TN-Validation-Passed>;tag=1\r\n",
+                "+79000000001",
+                Source::From,
+                Verified,
+            ),
+            (
+                "From: <tel:+79000000001>;tag=1;verstat=TN-Validation-Failed\r\n",
+                "+79000000001",
+                Source::From,
+                Failed,
+            ),
+            // The verdict of a header the caller was not read from counts
+            // for nothing.
+            (
+                "From: <sip:+79000000001@h;verstat=TN-Validation-Passed>;tag=1\r\n\
+                 P-Asserted-Identity: <sip:+79000000003@h>\r\n",
+                "+79000000003",
+                Source::PAssertedIdentity,
+                Asserted,
+            ),
+        ];
+        for (headers, e164, source, trusted) in cases {
+            let m = invite("sip:1@us", headers);
+            assert_eq!(
+                caller(&m, ru(), true),
+                with_trust(e164, source, trusted),
+                "{headers}"
+            );
+            // Without trust in the provider its PAI is not read at all, and
+            // a verdict is ignored.
+            let want = match source {
+                Source::PAssertedIdentity => with_trust("+79000000001", Source::From, Unverified),
+                _ => with_trust(e164, source, Unverified),
+            };
+            assert_eq!(caller(&m, ru(), false), want, "untrusted: {headers}");
         }
     }
 
@@ -160,7 +273,7 @@ mod tests {
         let m = invite("sip:1@us", all);
         assert_eq!(
             caller(&m, ru(), true),
-            number("+79000000003", Source::AssertedIdentity)
+            number("+79000000003", Source::PAssertedIdentity)
         );
         // An untrusted provider's PAI is ignored.
         assert_eq!(

@@ -23,15 +23,19 @@ pub enum CallOutcome {
     NoPendingVerification,
     /// The caller's number is withheld: the verification stays pending.
     CallerWithheld,
+    /// The caller ID's trust is below the line's `min_caller_id_trust`:
+    /// the verification stays pending.
+    CallerIdUntrusted,
     /// The call could not be recorded (a storage error): nothing changed.
     NotRecorded,
 }
 
 /// Every outcome, for parsing and tests.
-const ALL: [CallOutcome; 4] = [
+const ALL: [CallOutcome; 5] = [
     CallOutcome::Completed,
     CallOutcome::NoPendingVerification,
     CallOutcome::CallerWithheld,
+    CallOutcome::CallerIdUntrusted,
     CallOutcome::NotRecorded,
 ];
 
@@ -42,6 +46,9 @@ impl CallOutcome {
             CallOutcome::Completed => "verification completed",
             CallOutcome::NoPendingVerification => "no verification pending on this number",
             CallOutcome::CallerWithheld => "caller number withheld, verification still pending",
+            CallOutcome::CallerIdUntrusted => {
+                "caller ID below the line's minimum trust, verification still pending"
+            }
             CallOutcome::NotRecorded => "call not recorded",
         }
     }
@@ -55,6 +62,9 @@ impl CallOutcome {
             }
             CallOutcome::CallerWithheld => {
                 "399 dialproof \"caller number withheld, verification still pending\""
+            }
+            CallOutcome::CallerIdUntrusted => {
+                "399 dialproof \"caller ID below the line's minimum trust, verification still pending\""
             }
             CallOutcome::NotRecorded => "399 dialproof \"call not recorded\"",
         }

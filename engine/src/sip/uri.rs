@@ -19,9 +19,11 @@ pub enum Uri {
         host: String,
         params: Vec<(String, Option<String>)>,
     },
-    /// `tel:` (RFC 3966): the number as written, without parameters.
+    /// `tel:` (RFC 3966): the number as written, and its parameters
+    /// (`phone-context`, `verstat`, ...).
     Tel {
         number: String,
+        params: Vec<(String, Option<String>)>,
     },
     Other(String),
 }
@@ -63,12 +65,16 @@ impl Uri {
                 })
             }
             "tel" => {
-                let number = rest.split(';').next().unwrap_or("").trim();
+                let (number, params) = match rest.split_once(';') {
+                    Some((n, p)) => (n.trim(), parse_params(p)),
+                    None => (rest.trim(), Vec::new()),
+                };
                 if number.is_empty() {
                     return None;
                 }
                 Some(Uri::Tel {
                     number: percent_decode(number)?,
+                    params,
                 })
             }
             _ => Some(Uri::Other(text.to_owned())),
@@ -80,9 +86,22 @@ impl Uri {
     pub fn user(&self) -> Option<&str> {
         match self {
             Uri::Sip { user, .. } => user.as_deref(),
-            Uri::Tel { number } => Some(number),
+            Uri::Tel { number, .. } => Some(number),
             Uri::Other(_) => None,
         }
+    }
+
+    /// A URI parameter of a sip/sips or tel URI (`;name=value`), by
+    /// case-insensitive name.
+    pub fn param(&self, name: &str) -> Option<Option<&str>> {
+        let params = match self {
+            Uri::Sip { params, .. } | Uri::Tel { params, .. } => params,
+            Uri::Other(_) => return None,
+        };
+        params
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_deref())
     }
 
     /// The host of a sip/sips URI.
@@ -185,6 +204,9 @@ mod tests {
         assert!(matches!(s, Uri::Sip { secure: true, .. }));
         let t = Uri::parse("tel:+7-912-345-67-89;phone-context=+7").unwrap();
         assert_eq!(t.user(), Some("+7-912-345-67-89"));
+        assert_eq!(t.param("Phone-Context"), Some(Some("+7")));
+        let v = Uri::parse("sip:+79123456789@h;user=phone;verstat=TN-Validation-Passed").unwrap();
+        assert_eq!(v.param("verstat"), Some(Some("TN-Validation-Passed")));
         assert_eq!(
             Uri::parse("sip:%2B79123456789@h").unwrap().user(),
             Some("+79123456789")

@@ -5,6 +5,7 @@
 
 use super::{LineConfig, LineMode, RANGE_COUNT_MAX};
 use anyhow::{bail, Context, Result};
+use dialproof_engine::caller_evidence::CallerIdTrust;
 use dialproof_engine::sip::number::Region;
 use dialproof_engine::sip::route::CalledFrom;
 
@@ -68,6 +69,13 @@ pub fn validate_line(line: &LineConfig) -> Result<()> {
             "line {name:?}: dialled_number_from must be one of \"auto\", \"request_uri\", \
              \"to\", \"p_called_party_id\", got {:?}",
             line.dialled_number_from
+        );
+    }
+    if CallerIdTrust::parse_minimum(&line.min_caller_id_trust).is_none() {
+        bail!(
+            "line {name:?}: min_caller_id_trust must be one of \"unverified\", \"asserted\", \
+             \"verified\", got {:?}",
+            line.min_caller_id_trust
         );
     }
     if line.register_expires_seconds == 0

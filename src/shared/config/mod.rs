@@ -15,6 +15,7 @@ pub use lines::validate_line;
 use lines::{check_e164, expand_range};
 
 use anyhow::{bail, Context, Result};
+use dialproof_engine::caller_evidence::CallerIdTrust;
 use dialproof_engine::idempotency::table as idempotency;
 use dialproof_engine::pool::Pool;
 use dialproof_engine::sip::route::CalledFrom;
@@ -113,6 +114,22 @@ pub const SHUTDOWN_TIMEOUT_SECONDS_DEFAULT: u64 = 10;
 pub const SHUTDOWN_TIMEOUT_SECONDS_MAX: u64 = 600;
 
 impl ServerConfig {
+    fn validate(&self) -> Result<()> {
+        if let Some(w) = self.workers {
+            if w == 0 || w > WORKERS_MAX {
+                bail!("server.workers must be 1..={WORKERS_MAX}, got {w}");
+            }
+        }
+        if let Some(s) = self.idle_timeout_seconds {
+            if !(1..=IDLE_TIMEOUT_SECONDS_MAX).contains(&s) {
+                bail!(
+                    "server.idle_timeout_seconds must be 1..={IDLE_TIMEOUT_SECONDS_MAX}, got {s}"
+                );
+            }
+        }
+        Ok(())
+    }
+
     /// The drain bound of a stop.
     pub fn shutdown_timeout(&self) -> Duration {
         let s = self
@@ -283,6 +300,10 @@ pub struct LineConfig {
     /// Read the caller from P-Asserted-Identity (the provider asserts it).
     #[serde(default = "yes")]
     pub trust_asserted_identity: bool,
+    /// The least `caller_id_trust` a call needs to complete a verification:
+    /// `unverified` (default: every caller), `asserted` or `verified`.
+    #[serde(default = "default_min_caller_id_trust")]
+    pub min_caller_id_trust: String,
     /// `ip_auth`: seconds between OPTIONS pings (default 30).
     #[serde(default = "default_ping_interval")]
     pub ping_interval_seconds: u32,
@@ -301,6 +322,10 @@ fn default_country() -> String {
 
 fn default_dialled_number_from() -> String {
     CalledFrom::Auto.as_str().to_owned()
+}
+
+fn default_min_caller_id_trust() -> String {
+    CallerIdTrust::Unverified.as_str().to_owned()
 }
 
 fn default_register_expires() -> u32 {
@@ -346,60 +371,88 @@ pub struct ConfiguredNumber {
 /// control loop), read by whoever needs a setting now.
 pub type LiveConfig = parking_lot::RwLock<std::sync::Arc<Config>>;
 
+/// Everything wrong with a configuration, one line per problem: what
+/// `dialproof check` prints and `serve` refuses to start with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problems(pub Vec<String>);
+
+impl std::fmt::Display for Problems {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0.join("\n"))
+    }
+}
+
+impl std::error::Error for Problems {}
+
 impl Config {
-    /// Reads `path`, or the built-in default when `path` is None.
+    /// Reads `path`, or the built-in default when `path` is None; every
+    /// problem of the file in the error (see [`Config::read`]).
     pub fn load(path: Option<&Path>) -> Result<Config> {
+        Ok(Config::read(path)?)
+    }
+
+    /// Reads and checks the file: a syntax error alone (nothing after it
+    /// can be read), else every setting's problem, each on its own line.
+    pub fn read(path: Option<&Path>) -> Result<Config, Problems> {
+        let one = |s: String| Problems(vec![s]);
         let (text, base_dir) = match path {
             Some(p) => (
                 std::fs::read_to_string(p)
-                    .with_context(|| format!("reading config file {}", p.display()))?,
+                    .map_err(|e| one(format!("reading config file {}: {e}", p.display())))?,
                 p.parent()
                     .map(Path::to_path_buf)
                     .unwrap_or_else(|| PathBuf::from(".")),
             ),
             None => (CONFIG_DEFAULT.to_owned(), PathBuf::from(".")),
         };
-        let mut config: Config = toml::from_str(&text).with_context(|| match path {
-            Some(p) => format!("parsing config file {}", p.display()),
-            None => "parsing the built-in default config".to_owned(),
+        let mut config: Config = toml::from_str(&text).map_err(|e| {
+            let what = match path {
+                Some(p) => format!("config file {}", p.display()),
+                None => "the built-in default config".to_owned(),
+            };
+            one(syntax_problem(&what, &text, &e))
         })?;
         config.base_dir = if base_dir.as_os_str().is_empty() {
             PathBuf::from(".")
         } else {
             base_dir
         };
-        config.validate()?;
-        Ok(config)
+        match config.problems() {
+            problems if problems.is_empty() => Ok(config),
+            problems => Err(Problems(problems)),
+        }
     }
 
-    fn validate(&self) -> Result<()> {
-        if let Some(w) = self.server.workers {
-            if w == 0 || w > WORKERS_MAX {
-                bail!("server.workers must be 1..={WORKERS_MAX}, got {w}");
+    /// Each setting's problem, in the file's order of sections.
+    fn problems(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut note = |r: Result<()>| {
+            if let Err(e) = r {
+                out.push(format!("{e:#}"));
             }
-        }
-        if let Some(s) = self.server.idle_timeout_seconds {
-            if !(1..=IDLE_TIMEOUT_SECONDS_MAX).contains(&s) {
-                bail!(
-                    "server.idle_timeout_seconds must be 1..={IDLE_TIMEOUT_SECONDS_MAX}, got {s}"
-                );
-            }
-        }
+        };
+        note(self.server.validate());
         if self.tls.cert.is_some() != self.tls.key.is_some() {
-            bail!("tls.cert and tls.key must be given together");
+            note(Err(anyhow::anyhow!(
+                "tls.cert and tls.key must be given together"
+            )));
         }
         let mut names = std::collections::HashSet::new();
         for line in &self.lines {
             if !names.insert(line.name.as_str()) {
-                bail!("line name {:?} appears twice", line.name);
+                note(Err(anyhow::anyhow!(
+                    "line name {:?} appears twice",
+                    line.name
+                )));
             }
         }
-        self.webhooks.validate()?;
-        self.api.validate()?;
-        for line in &self.lines {
-            validate_line(line)?;
+        note(self.webhooks.validate());
+        note(self.api.validate());
+        for (index, line) in self.lines.iter().enumerate() {
+            note(validate_line(line));
+            note(each_line_number(index, line, |_| ()));
         }
-        self.each_number(|_| ())
+        out
     }
 
     pub fn resolve(&self, p: &Path) -> PathBuf {
@@ -429,38 +482,62 @@ impl Config {
     /// holding them all: a million-number range then never has a million
     /// strings alive at once (see `dialproof_engine::lease::TableBuilder`).
     pub fn each_number(&self, mut f: impl FnMut(ConfiguredNumber)) -> Result<()> {
-        for (line_idx, line) in self.lines.iter().enumerate() {
-            let line_id = u32::try_from(line_idx).context("too many lines")?;
-            for entry in &line.numbers {
-                let pool = Pool::parse(&entry.pool).with_context(|| {
-                    format!(
-                        "line {:?}: pool must be \"domestic\" or \"international\", got {:?}",
-                        line.name, entry.pool
-                    )
-                })?;
-                let mut push = |number: String| {
-                    f(ConfiguredNumber {
-                        number,
-                        pool,
-                        line: line_id,
-                        active: entry.active,
-                        dedicated_to: entry.dedicated_to,
-                    })
-                };
-                match (&entry.number, &entry.range_start, entry.count) {
-                    (Some(n), None, None) => push(check_e164(n, &line.name)?),
-                    (None, Some(start), Some(count)) => {
-                        expand_range(start, count, &line.name, &mut push)?
-                    }
-                    _ => bail!(
-                        "line {:?}: each numbers entry has either `number` or \
-                         `range_start` with `count`",
-                        line.name
-                    ),
-                }
-            }
+        for (index, line) in self.lines.iter().enumerate() {
+            each_line_number(index, line, &mut f)?;
         }
         Ok(())
+    }
+}
+
+/// One line's numbers for [`Config::each_number`]; the first malformed
+/// entry of the line is its error.
+fn each_line_number(
+    index: usize,
+    line: &LineConfig,
+    mut f: impl FnMut(ConfiguredNumber),
+) -> Result<()> {
+    let line_id = u32::try_from(index).context("too many lines")?;
+    for entry in &line.numbers {
+        let pool = Pool::parse(&entry.pool).with_context(|| {
+            format!(
+                "line {:?}: pool must be \"domestic\" or \"international\", got {:?}",
+                line.name, entry.pool
+            )
+        })?;
+        let mut push = |number: String| {
+            f(ConfiguredNumber {
+                number,
+                pool,
+                line: line_id,
+                active: entry.active,
+                dedicated_to: entry.dedicated_to,
+            })
+        };
+        match (&entry.number, &entry.range_start, entry.count) {
+            (Some(n), None, None) => push(check_e164(n, &line.name)?),
+            (None, Some(start), Some(count)) => expand_range(start, count, &line.name, &mut push)?,
+            _ => bail!(
+                "line {:?}: each numbers entry has either `number` or \
+                 `range_start` with `count`",
+                line.name
+            ),
+        }
+    }
+    Ok(())
+}
+
+/// A TOML error on one line: where (line and column, 1-based) and what,
+/// without the multi-line excerpt the parser's own text draws.
+fn syntax_problem(what: &str, text: &str, e: &toml::de::Error) -> String {
+    let message = e.message().trim().replace('\n', " ");
+    match e.span() {
+        Some(span) => {
+            let before = &text[..span.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+            format!("parsing {what}: line {line}, column {column}: {message}")
+        }
+        None => format!("parsing {what}: {message}"),
     }
 }
 

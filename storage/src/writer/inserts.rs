@@ -38,8 +38,10 @@ fn insert_verification(conn: &Connection, r: &VerificationRow) -> Result<()> {
     let mut stmt = conn.prepare_cached(
         "INSERT INTO verifications (id, company_id, api_key_id, phone, dial_number, pool, \
          client_ref, info, webhook_url, ttl_seconds, status, created_at, expires_at, \
-         completed_at, caller_id, lease_generation, failure_reason, idempotency_key) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
+         completed_at, caller_id, lease_generation, failure_reason, idempotency_key, \
+         caller_id_source, caller_id_trust) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, \
+         ?19, ?20)",
     )?;
     stmt.execute(params![
         r.id,
@@ -60,6 +62,8 @@ fn insert_verification(conn: &Connection, r: &VerificationRow) -> Result<()> {
         r.lease_generation,
         r.failure_reason,
         r.idempotency_key,
+        r.caller_evidence.map(|e| e.source.as_str()),
+        r.caller_evidence.map(|e| e.trust.as_str()),
     ])?;
     Ok(())
 }

@@ -20,8 +20,8 @@
 //! whichever of a call and a cancel reaches the queue first wins, and a
 //! verification can never emit both a `completed` and an `expired` webhook.
 //!
-//! Files: this one is the thread and its loop (when a batch starts, when the
-//! WAL is checkpointed); `batch` runs one transaction; `op` runs one op in
+//! Files: this one is the thread and its loop (when a batch starts; the
+//! WAL is checkpointed by another thread, see `checkpoint`); `batch` runs one transaction; `op` runs one op in
 //! it; `replies` holds the replies until the batch's fate is known;
 //! `transition` applies the state machine; `inserts` holds the plain row
 //! writes.
@@ -38,16 +38,20 @@ mod transition;
 
 pub(crate) use batch::BatchContext;
 
-use crate::checkpoint::{Checkpointer, CHECKPOINT_WHEN_IDLE};
+use crate::checkpoint::Checkpointer;
 use crate::ops::{WriteOp, WriterMsg};
-use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
+use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use rusqlite::Connection;
-use std::sync::atomic::Ordering;
 
 /// The writer thread's state; `run` is the thread body.
 pub(crate) struct Writer {
     pub(crate) conn: Connection,
-    /// Created with `conn` (it turns SQLite's own checkpoints off there).
+    /// Rung after each commit for the checkpoint thread (see
+    /// `checkpoint`); capacity 1, so a ring already waiting is enough.
+    /// Dropped with the writer, which tells that thread the last batch is
+    /// done.
+    pub(crate) doorbell: Sender<()>,
+    /// The forced checkpoint when the WAL has grown (see `checkpoint`).
     pub(crate) checkpointer: Checkpointer,
     pub(crate) rx: Receiver<WriterMsg>,
     /// Most ops in one transaction (at least 1).
@@ -67,34 +71,20 @@ impl Writer {
             }
             let stopping = self.take_queued(&mut batch);
             if batch::run_batch(&self.conn, &self.context, &mut batch) {
-                self.checkpointer.after_commit(&self.conn);
-                self.publish_checkpoints();
+                // Full: a ring is already waiting; gone: nothing to tell.
+                let _ = self.doorbell.try_send(());
+                self.checkpointer.force_if_grown(&self.conn);
+                self.checkpointer.publish(&self.context.counters);
             }
             if stopping {
                 break;
             }
         }
-        self.checkpointer.on_shutdown(&self.conn);
-        self.publish_checkpoints();
     }
 
-    /// Blocks for the next message. While commits wait for a checkpoint it
-    /// wakes after [`CHECKPOINT_WHEN_IDLE`] of quiet to run one. `None` when
-    /// every sender is gone.
+    /// Blocks for the next message; `None` when every sender is gone.
     fn next_message(&mut self) -> Option<WriterMsg> {
-        loop {
-            if !self.checkpointer.dirty() {
-                return self.rx.recv().ok();
-            }
-            match self.rx.recv_timeout(CHECKPOINT_WHEN_IDLE) {
-                Ok(msg) => return Some(msg),
-                Err(RecvTimeoutError::Timeout) => {
-                    self.checkpointer.when_idle(&self.conn);
-                    self.publish_checkpoints();
-                }
-                Err(RecvTimeoutError::Disconnected) => return None,
-            }
-        }
+        self.rx.recv().ok()
     }
 
     /// Adds what is already queued to `batch`, without waiting: a batch is
@@ -109,12 +99,5 @@ impl Writer {
             }
         }
         false
-    }
-
-    fn publish_checkpoints(&self) {
-        self.context
-            .counters
-            .checkpoints
-            .store(self.checkpointer.runs, Ordering::Relaxed);
     }
 }

@@ -83,6 +83,14 @@ impl OpRunner<'_> {
                 let result = self.guarded(|c| users::insert_session(c, &session));
                 (HeldReply::Unit(reply, result), None)
             }
+            WriteOp::SaveNumberHealth {
+                rows,
+                quarantines,
+                reply,
+            } => {
+                let result = self.guarded(|c| crate::number_health::save(c, &rows, &quarantines));
+                (HeldReply::Unit(reply, result), None)
+            }
             WriteOp::InsertRejection { rejection, reply } => {
                 let result = self.guarded(|c| insert_rejection(c, &rejection));
                 (HeldReply::Unit(reply, result), None)

@@ -55,7 +55,8 @@ impl HeldReply {
             WriteOp::PurgeIdempotencyKeys { reply, .. } => HeldReply::Count(reply, Err(e.clone())),
             WriteOp::RecordAttempt { reply, .. }
             | WriteOp::InsertSession { reply, .. }
-            | WriteOp::Heartbeat { reply, .. } => HeldReply::Unit(reply, Err(e.clone())),
+            | WriteOp::Heartbeat { reply, .. }
+            | WriteOp::SaveNumberHealth { reply, .. } => HeldReply::Unit(reply, Err(e.clone())),
             WriteOp::InsertRejection { reply, .. } => HeldReply::Unit(reply, Err(e.clone())),
             WriteOp::Transition { reply, .. } | WriteOp::TransitionByNumber { reply, .. } => {
                 HeldReply::Transition(reply, Err(e.clone()))

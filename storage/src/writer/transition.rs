@@ -150,9 +150,10 @@ fn scoped_row(
 /// Copies what the engine decided into the row.
 fn take_decision(row: &mut VerificationRow, decision: Decision) {
     row.status = decision.status;
-    if let Some((at, caller)) = decision.completion {
+    if let Some((at, caller, evidence)) = decision.completion {
         row.completed_at = Some(at);
         row.caller_id = caller;
+        row.caller_evidence = Some(evidence);
     }
     row.failure_reason = decision.failure_reason;
 }
@@ -160,7 +161,7 @@ fn take_decision(row: &mut VerificationRow, decision: Decision) {
 fn store_status(conn: &Connection, row: &VerificationRow) -> Result<()> {
     conn.prepare_cached(
         "UPDATE verifications SET status = ?2, completed_at = ?3, caller_id = ?4, \
-         failure_reason = ?5 WHERE id = ?1",
+         failure_reason = ?5, caller_id_source = ?6, caller_id_trust = ?7 WHERE id = ?1",
     )?
     .execute(params![
         row.id,
@@ -168,6 +169,8 @@ fn store_status(conn: &Connection, row: &VerificationRow) -> Result<()> {
         row.completed_at.map(|t| t.0),
         row.caller_id,
         row.failure_reason,
+        row.caller_evidence.map(|e| e.source.as_str()),
+        row.caller_evidence.map(|e| e.trust.as_str()),
     ])?;
     Ok(())
 }
@@ -213,6 +216,7 @@ fn insert_delivery(
         client_ref: &row.client_ref,
         info: &row.info,
         caller_id: Some(&row.caller_id),
+        caller_evidence: row.caller_evidence,
         completed_at: moment,
     });
     conn.prepare_cached(

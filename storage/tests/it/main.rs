@@ -22,6 +22,7 @@ mod committed;
 mod deliveries;
 mod group_commit;
 mod local_reads;
+mod migrations;
 mod recovery;
 mod replication;
 mod throughput;

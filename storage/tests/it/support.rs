@@ -5,6 +5,7 @@
 //! Not for: the service's test harness (`tests/it/support`), which drives
 //! the whole binary.
 
+use dialproof_engine::caller_evidence::{CallerEvidence, CallerIdSource, CallerIdTrust};
 use dialproof_engine::pool::Pool;
 use dialproof_engine::time::UnixMillis;
 use dialproof_engine::verification::{Event, Status};
@@ -111,6 +112,7 @@ pub fn pending_row(id: &str, company: CompanyId, key: i64, n: usize) -> Verifica
         lease_generation: 7,
         failure_reason: None,
         idempotency_key: None,
+        caller_evidence: None,
     }
 }
 
@@ -182,5 +184,9 @@ pub fn call(at: UnixMillis, caller: &str) -> Event {
     Event::Call {
         at,
         caller: caller.to_owned(),
+        evidence: CallerEvidence {
+            source: CallerIdSource::From,
+            trust: CallerIdTrust::Unverified,
+        },
     }
 }

@@ -87,6 +87,10 @@ fn group_commit_throughput() {
         event: Event::Call {
             at: T0.plus_seconds(10),
             caller: "+79123456789".into(),
+            evidence: dialproof_engine::caller_evidence::CallerEvidence {
+                source: dialproof_engine::caller_evidence::CallerIdSource::From,
+                trust: dialproof_engine::caller_evidence::CallerIdTrust::Unverified,
+            },
         },
         reply: None,
     });

@@ -7,9 +7,13 @@
 //! Not for: the bundled tools (`tools`), standby and failover (`standby`),
 //! or crashes (`resilience::crash`).
 
+mod alerts;
 mod cli;
+mod config_check;
 mod metrics;
 mod process;
 mod reload;
 mod secrets;
 mod shutdown;
+mod upgrade;
+mod version;

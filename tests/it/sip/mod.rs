@@ -7,7 +7,9 @@
 //! `resilience::hostile::sip_register`) or providers and registrars that
 //! fall silent (`resilience::fault`).
 
+mod caller_evidence;
 mod calls;
 mod cancel;
 mod kamailio;
+mod number_health;
 mod register;

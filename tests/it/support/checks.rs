@@ -76,8 +76,8 @@ pub fn now_millis() -> i64 {
         .as_millis() as i64
 }
 
-/// The Verification fields, in the spec's order.
-pub const VERIFICATION_FIELDS: [&str; 11] = [
+/// The Verification fields, in the spec's order, then the additive ones.
+pub const VERIFICATION_FIELDS: [&str; 13] = [
     "verification_id",
     "phone",
     "dial_number",
@@ -89,6 +89,8 @@ pub const VERIFICATION_FIELDS: [&str; 11] = [
     "expires_at",
     "completed_at",
     "caller_id_received",
+    "caller_id_source",
+    "caller_id_trust",
 ];
 
 /// Checks a Verification object's shape: exactly the spec's fields with
@@ -137,9 +139,21 @@ pub fn assert_verification(v: &Value) {
     );
     if status == "completed" {
         parse_utc(v["completed_at"].as_str().expect("completed_at string"));
+        let source = v["caller_id_source"].as_str().unwrap_or("");
+        let trust = v["caller_id_trust"].as_str().unwrap_or("");
+        assert!(
+            ["p_asserted_identity", "remote_party_id", "from"].contains(&source),
+            "caller_id_source in {v}"
+        );
+        assert!(
+            ["verified", "failed", "asserted", "unverified"].contains(&trust),
+            "caller_id_trust in {v}"
+        );
     } else {
         assert!(v["completed_at"].is_null(), "completed_at in {v}");
         assert_eq!(v["caller_id_received"], "", "caller_id_received in {v}");
+        assert!(v["caller_id_source"].is_null(), "caller_id_source in {v}");
+        assert!(v["caller_id_trust"].is_null(), "caller_id_trust in {v}");
     }
 }
 

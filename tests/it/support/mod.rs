@@ -8,6 +8,7 @@
 //! - [`requests`]: HTTPS and plain HTTP to it, byte for byte, and the API's
 //!   three operations;
 //! - [`operator`]: the operator CLI against the server's configuration;
+//! - [`ops`]: the server with its operators' listener, and `/metrics`;
 //! - [`fixtures`] and [`checks`]: phone numbers, number ranges, the DRF
 //!   texts, and the shape of a Verification;
 //! - [`sip`] (sipp), [`kamailio`], [`webhooks`], [`dashboard`],
@@ -15,7 +16,7 @@
 //!   own) and [`tools`] (the bundled tools' binaries, the Python venv) for
 //!   the modules that need them.
 //!
-//! `use crate::support::*;` brings the core (the first five); the others
+//! `use crate::support::*;` brings the core (the first six); the others
 //! are named where used.
 //!
 //! Not for: assertions about a feature (those live with its tests).
@@ -27,6 +28,7 @@ pub mod fixtures;
 pub mod kamailio;
 pub mod netns;
 pub mod operator;
+pub mod ops;
 pub mod requests;
 pub mod server;
 pub mod sip;
@@ -37,5 +39,6 @@ pub mod webhooks;
 pub use checks::*;
 pub use fixtures::*;
 pub use operator::*;
+pub use ops::*;
 pub use requests::*;
 pub use server::*;

@@ -411,5 +411,6 @@ fn seeded_row(n: u64, args: &Args, now: UnixMillis) -> VerificationRow {
         lease_generation: 1,
         failure_reason: None,
         idempotency_key: None,
+        caller_evidence: None,
     }
 }

@@ -249,6 +249,10 @@ fn what_happened(to: &str, code: u16, outcome: Option<CallOutcome>) -> String {
             "nothing changed: the caller's number is withheld, so the verification stays \
              pending; call {rejected}"
         ),
+        (Some(CallOutcome::CallerIdUntrusted), _) => format!(
+            "nothing changed: the network vouches for the caller ID less than the line \
+             requires (min_caller_id_trust), so the verification stays pending; call {rejected}"
+        ),
         (Some(CallOutcome::NotRecorded), _) => {
             format!("nothing changed: the service could not record the call (see its log); call {rejected}")
         }

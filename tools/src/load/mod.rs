@@ -121,10 +121,15 @@ pub fn run(args: &Args) -> Result<Report> {
             args.prefill
         );
     }
-    let (stats, elapsed) = drive(&plan, args.quiet)?;
+    let cpu = args.server_pid.map(ServerCpu::new).transpose()?;
+    let (stats, elapsed, cpu_seconds) = drive(&plan, args.quiet, cpu.as_ref())?;
     drop(plan);
 
     let mut report = Report::new(info, &stats, elapsed.as_secs_f64());
+    report.server_cpu = cpu_seconds.map(|seconds| report::ServerCpu {
+        seconds,
+        per_answer_us: seconds * 1e6 / (stats.answered_total().max(1) as f64),
+    });
     if let Some(caller) = caller {
         let totals = caller.finish();
         wait_for_webhooks(&hooks, &totals, args.drain_seconds);
@@ -269,7 +274,11 @@ fn start_caller(args: &Args, hooks: &Arc<Mutex<Hooks>>) -> Result<SipCaller> {
 /// Starts the workers, prints progress each second while they run, and
 /// returns their merged statistics and the time from start to the last
 /// answer.
-fn drive(plan: &Arc<worker::Plan>, quiet: bool) -> Result<(Stats, Duration)> {
+fn drive(
+    plan: &Arc<worker::Plan>,
+    quiet: bool,
+    cpu: Option<&ServerCpu>,
+) -> Result<(Stats, Duration, Option<f64>)> {
     let counters: Vec<Arc<Counters>> = (0..plan.threads)
         .map(|_| Arc::new(Counters::default()))
         .collect();
@@ -290,6 +299,7 @@ fn drive(plan: &Arc<worker::Plan>, quiet: bool) -> Result<(Stats, Duration)> {
     }
     plan.start.wait();
     let start = Instant::now();
+    let cpu_at_start = cpu.map(ServerCpu::seconds).transpose()?;
     let mut last = (0u64, start);
     let mut tick = start + Duration::from_secs(1);
     while handles.iter().any(|h| !h.is_finished()) {
@@ -308,6 +318,10 @@ fn drive(plan: &Arc<worker::Plan>, quiet: bool) -> Result<(Stats, Duration)> {
         }
     }
     let elapsed = start.elapsed();
+    let cpu_seconds = match (cpu, cpu_at_start) {
+        (Some(cpu), Some(before)) => Some(cpu.seconds()? - before),
+        _ => None,
+    };
     let mut total = Stats::default();
     for h in handles {
         let s = h
@@ -315,7 +329,48 @@ fn drive(plan: &Arc<worker::Plan>, quiet: bool) -> Result<(Stats, Duration)> {
             .map_err(|_| anyhow::anyhow!("a load thread panicked"))?;
         total.merge(&s);
     }
-    Ok((total, elapsed))
+    Ok((total, elapsed, cpu_seconds))
+}
+
+/// The server process's CPU time (user and system, every thread), from
+/// `/proc/PID/stat` (Linux).
+struct ServerCpu {
+    stat: std::path::PathBuf,
+}
+
+/// Linux reports process times in USER_HZ ticks, 100 a second on every
+/// architecture the kernel's ABI fixes it for (`getconf CLK_TCK`).
+const TICKS_PER_SECOND: f64 = 100.0;
+
+impl ServerCpu {
+    fn new(pid: u32) -> Result<ServerCpu> {
+        let cpu = ServerCpu {
+            stat: format!("/proc/{pid}/stat").into(),
+        };
+        cpu.seconds()
+            .with_context(|| format!("--server-pid {pid}: no such process to measure"))?;
+        Ok(cpu)
+    }
+
+    fn seconds(&self) -> Result<f64> {
+        let text = std::fs::read_to_string(&self.stat)
+            .with_context(|| format!("reading {}", self.stat.display()))?;
+        // The command name (field 2) may hold spaces: count after its ')'.
+        let rest = text
+            .rsplit_once(')')
+            .map(|(_, rest)| rest)
+            .context("unexpected /proc stat format")?;
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let ticks = |i: usize| -> Result<f64> {
+            let v: u64 = fields
+                .get(i)
+                .and_then(|f| f.parse().ok())
+                .context("unexpected /proc stat format")?;
+            Ok(v as f64)
+        };
+        // utime and stime: fields 14 and 15, i.e. 11 and 12 after ')'.
+        Ok((ticks(11)? + ticks(12)?) / TICKS_PER_SECOND)
+    }
 }
 
 /// Waits until every call answered with a final response has had its

@@ -100,6 +100,14 @@ pub struct RunInfo {
     pub latency_from: &'static str,
 }
 
+/// The server's CPU time during the timed run (`--server-pid`).
+#[derive(Debug, Clone, Serialize)]
+pub struct ServerCpu {
+    pub seconds: f64,
+    /// Microseconds of server CPU per HTTP answer.
+    pub per_answer_us: f64,
+}
+
 /// What `--prefill` created before the run.
 #[derive(Debug, Clone, Serialize)]
 pub struct Prefill {
@@ -125,6 +133,8 @@ pub struct Report {
     /// `--prefill`: the verifications created before the run (the reads'
     /// working set) and the creates that failed.
     pub prefill: Option<Prefill>,
+    /// `--server-pid`: the server's CPU time during the timed run.
+    pub server_cpu: Option<ServerCpu>,
     pub operations: BTreeMap<String, OpReport>,
     /// Every HTTP answer, whatever its status (wrk's view).
     pub all_responses_ms: Latency,
@@ -181,6 +191,7 @@ impl Report {
                 created: stats.prefill_created,
                 failed: stats.prefill_failed,
             }),
+            server_cpu: None,
             operations,
             all_responses_ms: Latency::of(&stats.all_responses_us),
             send_lag_ms: (!stats.send_lag_us.is_empty()).then(|| Latency::of(&stats.send_lag_us)),
@@ -212,6 +223,13 @@ impl Report {
             self.throughput_per_second,
             self.ok_per_second
         );
+        if let Some(c) = &self.server_cpu {
+            let _ = writeln!(
+                s,
+                "server CPU: {:.2} s in the run, {:.1} us per answer",
+                c.seconds, c.per_answer_us
+            );
+        }
         if let Some(p) = &self.prefill {
             let _ = writeln!(
                 s,
