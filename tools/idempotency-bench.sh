@@ -37,29 +37,13 @@ LOAD=$TARGET/release/dialproof-load
 DIR=$(mktemp -d /tmp/dialproof-idempotency-bench.XXXXXX)
 trap 'kill "$SERVER" 2>/dev/null || true; wait 2>/dev/null || true' EXIT
 
+# shellcheck source=tools/bench-server.sh
+. tools/bench-server.sh
 # A pool large enough that no round runs out of numbers while earlier
 # rounds' verifications (30 s TTL) still hold theirs.
-cat > "$DIR/dialproof.toml" <<EOF
-[server]
-https_listen = "127.0.0.1:0"
-workers = 2
-[storage]
-data_dir = "$DIR/data"
-[[lines]]
-name = "bench"
-mode = "always_up"
-numbers = [ { range_start = "+74950000000", count = $NUMBERS, pool = "domestic" } ]
-EOF
-
-"$BIN" --config "$DIR/dialproof.toml" serve > "$DIR/stdout" 2> "$DIR/stderr" &
-SERVER=$!
-for _ in $(seq 300); do grep -q READY "$DIR/stdout" && break; sleep 0.1; done
-HTTPS=$(sed -n 's/.*https=\([^ ]*\).*/\1/p' "$DIR/stdout")
+start_bench_server "$DIR" "$BIN" "$NUMBERS"
 echo "server: $(head -1 "$DIR/stdout") (pid $SERVER); $(date -u +%F), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 
-field() { # json-file python-expression-on-r
-  python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print($2)" "$1"
-}
 
 KEYFILE="$DIR/keys.txt"
 load() { # name extra-args...

@@ -26,35 +26,18 @@ OUT=$(mktemp -d /tmp/dialproof-lone-create.XXXXXX)
 SERVER=""
 trap '[ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null; wait 2>/dev/null || true' EXIT
 
-field() { # json-file python-expression-on-r
-  python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print($2)" "$1"
-}
+# shellcheck source=tools/bench-server.sh
+. tools/bench-server.sh
 
 # run NAME BINARY ROUND
 run() {
   local name=$1 bin=$2 round=$3 dir="$OUT/$1-$3"
-  mkdir -p "$dir"
-  cat > "$dir/dialproof.toml" <<EOF
-[server]
-https_listen = "127.0.0.1:0"
-workers = 2
-[storage]
-data_dir = "$dir/data"
-[[lines]]
-name = "bench"
-mode = "always_up"
-numbers = [ { range_start = "+74950000000", count = 200000, pool = "domestic" } ]
-EOF
-  "$bin" --config "$dir/dialproof.toml" serve > "$dir/stdout" 2> "$dir/stderr" &
-  SERVER=$!
-  for _ in $(seq 300); do grep -q READY "$dir/stdout" && break; sleep 0.1; done
-  local https
-  https=$(sed -n 's/.*https=\([^ ]*\).*/\1/p' "$dir/stdout")
-  "$LOAD" --target "https://$https" --cacert "$dir/data/tls/cert.pem" --setup-local 1 \
+  start_bench_server "$dir" "$bin" 200000
+  "$LOAD" --target "https://$HTTPS" --cacert "$dir/data/tls/cert.pem" --setup-local 1 \
     --config "$dir/dialproof.toml" --dialproof-bin "$bin" --concurrency 1 --threads 1 \
     --duration "$DURATION" --mix create=1 --ttl 3600 --server-pid "$SERVER" --quiet \
     --json "$dir/create.json"
-  kill -TERM "$SERVER"; wait "$SERVER" || true; SERVER=""
+  stop_bench_server
   local l="r['operations']['create']['latency_ms']"
   echo "$name round $round: $(field "$dir/create.json" "round(r['operations']['create']['ok_per_second'])") creates/s," \
     "p50/p99/p99.9 $(field "$dir/create.json" "f\"{$l['p50']}/{$l['p99']}/{$l['p99_9']}\"") ms," \

@@ -52,38 +52,21 @@ LOAD=$TARGET/release/dialproof-load
 SERVER=""
 trap '[ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null; wait 2>/dev/null || true' EXIT
 
-field() { # json-file python-expression-on-r
-  python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print($2)" "$1"
-}
+# shellcheck source=tools/bench-server.sh
+. tools/bench-server.sh
 
 # run NAME BINARY ROUND: one fresh server, its GET / and its reads.
 run() {
   local name=$1 bin=$2 round=$3 dir="$OUT/$1-$3"
-  mkdir -p "$dir"
-  cat > "$dir/dialproof.toml" <<EOF
-[server]
-https_listen = "127.0.0.1:0"
-workers = 2
-[storage]
-data_dir = "$dir/data"
-[[lines]]
-name = "bench"
-mode = "always_up"
-numbers = [ { range_start = "+74950000000", count = $((PREFILL + 10000)), pool = "domestic" } ]
-EOF
-  "$bin" --config "$dir/dialproof.toml" serve > "$dir/stdout" 2> "$dir/stderr" &
-  SERVER=$!
-  for _ in $(seq 300); do grep -q READY "$dir/stdout" && break; sleep 0.1; done
-  local https
-  https=$(sed -n 's/.*https=\([^ ]*\).*/\1/p' "$dir/stdout")
-  local common=(--target "https://$https" --cacert "$dir/data/tls/cert.pem"
+  start_bench_server "$dir" "$bin" $((PREFILL + 10000))
+  local common=(--target "https://$HTTPS" --cacert "$dir/data/tls/cert.pem"
     --concurrency "$CONNECTIONS" --threads 2 --duration "$DURATION" --quiet
     --server-pid "$SERVER")
   "$LOAD" "${common[@]}" --mix get=1 --path / --json "$dir/get.json"
   "$LOAD" "${common[@]}" --mix read=1 --setup-local "$KEYS" --config "$dir/dialproof.toml" \
     --dialproof-bin "$bin" --prefill "$PREFILL" --working-set "$PREFILL" --zipf "$ZIPF" \
     --ttl 3600 --json "$dir/read.json"
-  kill -TERM "$SERVER"; wait "$SERVER" || true; SERVER=""
+  stop_bench_server
   local get read
   get=$(field "$dir/get.json" "round(r['throughput_per_second'])")
   read=$(field "$dir/read.json" "round(r['operations']['read']['ok_per_second'])")

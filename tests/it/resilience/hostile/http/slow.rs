@@ -37,6 +37,37 @@ fn trickle(bytes: Vec<u8>, stop: Arc<AtomicBool>, mut send: impl FnMut(&[u8]) ->
     }
 }
 
+/// Sends `bytes` on `c` one a second, looking for an answer after each
+/// (the TLS stream cannot be shared with a writer thread, so the trickle
+/// runs here and peeks); stops at the answer, a failed write, or twice the
+/// timeout and its slack. The answer, if any, and the time since the first
+/// byte.
+fn trickle_until_answered(c: &mut Conn<TlsStream>, bytes: &[u8]) -> (Option<Resp>, Duration) {
+    let started = Instant::now();
+    for b in bytes {
+        if c.send(&[*b]).is_err() || started.elapsed() > REQUEST_TIMEOUT + SLACK * 2 {
+            break;
+        }
+        std::thread::sleep(Duration::from_secs(1));
+        c.stream
+            .sock
+            .set_read_timeout(Some(Duration::from_millis(1)))
+            .unwrap();
+        let mut peek = [0u8; 1];
+        if c.stream
+            .sock
+            .peek(&mut peek)
+            .map(|n| n > 0)
+            .unwrap_or(false)
+        {
+            c.stream.sock.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+            let answer = c.read_response().expect("an answer after the peek");
+            return (Some(answer), started.elapsed());
+        }
+    }
+    (None, started.elapsed())
+}
+
 /// Reads a TCP socket until EOF or an error; the bytes and when it ended.
 fn read_until_closed(tcp: &mut TcpStream, limit: Duration) -> (Vec<u8>, Duration) {
     let start = Instant::now();
@@ -61,35 +92,7 @@ fn slowloris_head_a_byte_a_second_gets_408_and_is_closed() {
         "GET {COLLECTION} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {token}\r\nX-Padding: {}\r\n\r\n",
         "p".repeat(100)
     );
-    let started = Instant::now();
-    // The TLS stream cannot be shared between threads: trickle from here
-    // and peek for an answer after each byte.
-    let mut answer = None;
-    for b in head.bytes() {
-        if c.send(&[b]).is_err() {
-            break;
-        }
-        std::thread::sleep(Duration::from_secs(1));
-        c.stream
-            .sock
-            .set_read_timeout(Some(Duration::from_millis(1)))
-            .unwrap();
-        let mut peek = [0u8; 1];
-        if c.stream
-            .sock
-            .peek(&mut peek)
-            .map(|n| n > 0)
-            .unwrap_or(false)
-        {
-            c.stream.sock.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
-            answer = Some(c.read_response().expect("the 408"));
-            break;
-        }
-        if started.elapsed() > REQUEST_TIMEOUT + SLACK * 2 {
-            break;
-        }
-    }
-    let waited = started.elapsed();
+    let (answer, waited) = trickle_until_answered(&mut c, head.as_bytes());
     let r = answer.unwrap_or_else(|| panic!("no answer after {waited:?} of trickling"));
     assert_eq!(r.status, 408, "{}", r.text());
     assert!(
@@ -131,31 +134,8 @@ fn slow_body_gets_408_and_is_closed(chunked: bool) {
     let head_end = req.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
     let mut c = s.connect();
     c.send(&req[..head_end]).unwrap();
-    let started = Instant::now();
-    let mut answer = None;
-    for byte in &req[head_end..] {
-        if c.send(&[*byte]).is_err() {
-            break;
-        }
-        std::thread::sleep(Duration::from_secs(1));
-        c.stream
-            .sock
-            .set_read_timeout(Some(Duration::from_millis(1)))
-            .unwrap();
-        let mut peek = [0u8; 1];
-        if c.stream
-            .sock
-            .peek(&mut peek)
-            .map(|n| n > 0)
-            .unwrap_or(false)
-        {
-            c.stream.sock.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
-            answer = Some(c.read_response().expect("the 408"));
-            break;
-        }
-    }
-    let waited = started.elapsed();
-    let r = answer.unwrap_or_else(|| panic!("the whole body went through in {waited:?}"));
+    let (answer, waited) = trickle_until_answered(&mut c, &req[head_end..]);
+    let r = answer.unwrap_or_else(|| panic!("no answer after {waited:?} of trickling the body"));
     assert_eq!(r.status, 408, "{}", r.text());
     assert!(waited <= REQUEST_TIMEOUT + SLACK, "408 after {waited:?}");
     assert!(c.is_closed_within(Duration::from_secs(5)));
