@@ -12,7 +12,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# System packages the tests drive, as "command:debian-package" pairs:
+# System packages the tests drive, as "command:debian-package" pairs: a C
+# compiler for ring and the bundled SQLite,
 # chromium for the browser tests (tests/it/api/explorer.rs,
 # tests/it/dashboard/browser.rs), sipp (sip-tester) as the SIP provider in
 # tests/it/sip/, kamailio as a real provider registrar in
@@ -24,7 +25,7 @@ cd "$(dirname "$0")/.."
 # alert rules (tests/it/ops/alerts.rs), systemd-analyze (systemd) for the
 # packaged unit and dpkg-deb, setpriv and curl for the package test
 # (tools/deb/).
-required=("chromium:chromium" "sipp:sip-tester" "kamailio:kamailio" "python3:python3"
+required=("cc:build-essential" "chromium:chromium" "sipp:sip-tester" "kamailio:kamailio" "python3:python3"
   "unshare:util-linux" "ip:iproute2" "/bin/kill:procps" "promtool:prometheus"
   "systemd-analyze:systemd" "dpkg-deb:dpkg" "setpriv:util-linux" "curl:curl")
 need_pkgs=()
@@ -62,6 +63,13 @@ if [ ! -x "$PYENV/bin/schemathesis" ] || [ ! -x "$PYENV/bin/openapi-spec-validat
 fi
 DIALPROOF_PYENV="$(cd "$PYENV" && pwd)"
 export DIALPROOF_PYENV
+
+# rustup's minimal profile leaves rustfmt and clippy out.
+if command -v rustup >/dev/null 2>&1 &&
+   ! { cargo fmt --version && cargo clippy --version; } >/dev/null 2>&1; then
+  echo "== rustup component add rustfmt clippy"
+  rustup component add rustfmt clippy
+fi
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
