@@ -180,12 +180,6 @@ impl Checkpointer {
         })
     }
 
-    /// Whether there are commits since the last checkpoint (so an idle
-    /// period is worth waking up for).
-    pub(crate) fn dirty(&self) -> bool {
-        self.batches > self.checkpointed_at_batch
-    }
-
     /// The checkpoint thread's step: the writer has committed `batches`
     /// batches in all; checkpoints if [`CHECKPOINT_EVERY_BATCHES`] came
     /// since the last one.
@@ -215,13 +209,18 @@ impl Checkpointer {
         }
     }
 
-    pub(crate) fn when_idle(&mut self, conn: &Connection) {
-        if self.dirty() {
+    /// No commit for [`CHECKPOINT_WHEN_IDLE`]: checkpoints if any of the
+    /// writer's `batches` came since the last checkpoint.
+    pub(crate) fn when_idle(&mut self, conn: &Connection, batches: u64) {
+        self.batches = batches;
+        if batches > self.checkpointed_at_batch {
             self.checkpoint(conn);
         }
     }
 
-    pub(crate) fn on_shutdown(&mut self, conn: &Connection) {
+    /// After the writer's last commit (`batches` in all).
+    pub(crate) fn on_shutdown(&mut self, conn: &Connection, batches: u64) {
+        self.batches = batches;
         let mode = match self.replication {
             Replication::Off => Mode::Truncate,
             Replication::Litestream => Mode::Passive,
@@ -312,16 +311,12 @@ pub(crate) fn run_thread(
     loop {
         match doorbell.recv_timeout(CHECKPOINT_WHEN_IDLE) {
             Ok(()) => checkpointer.after_commits(&conn, batches()),
-            Err(RecvTimeoutError::Timeout) => {
-                checkpointer.batches = batches();
-                checkpointer.when_idle(&conn);
-            }
+            Err(RecvTimeoutError::Timeout) => checkpointer.when_idle(&conn, batches()),
             Err(RecvTimeoutError::Disconnected) => break,
         }
         checkpointer.publish(&counters);
     }
-    checkpointer.batches = batches();
-    checkpointer.on_shutdown(&conn);
+    checkpointer.on_shutdown(&conn, batches());
     checkpointer.publish(&counters);
 }
 
