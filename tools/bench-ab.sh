@@ -9,7 +9,8 @@
 #   BENCHES="create_path sip_invite" ROUNDS=2 bash tools/bench-ab.sh
 #
 # BASE is checked out in a git worktree under target/ab-base (its own
-# target dir). Benches that need the release binary and sipp
+# target dir); BASE_TREE/BASE_TARGET name an existing checkout of BASE and
+# its target dir instead, B_TARGET this tree's target dir (default target/). Benches that need the release binary and sipp
 # (webhook_latency) are left to tools/sip-ab.sh's end-to-end comparison.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,7 +28,7 @@ git -C "$WT" checkout -q --detach "$BASE"
 OUT=$(mktemp -d /tmp/dialproof-bench-ab.XXXXXX)
 
 A_TARGET=${BASE_TARGET:-$PWD/target/ab-base/target}
-B_TARGET=$PWD/target
+B_TARGET=${B_TARGET:-$PWD/target}
 
 run() { # side bench round
   local dir=$PWD target=$B_TARGET
