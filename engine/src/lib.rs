@@ -23,6 +23,7 @@
 //! address ranges),
 //! [`caller_evidence`] (how far the network vouches for a caller ID),
 //! [`number_health`] (numbers that stopped ringing, and their quarantine),
+//! [`ha`] (automatic failover: campaign, lease renewal, fence, promotion),
 //! [`ids`], [`apikey`] and [`csrf`] (tokens), [`webhook`],
 //! [`webhook_retry`] and [`webhook_schedule`] (payload, signature, retries,
 //! which delivery goes to which receiver next), [`dev_urls`], and [`sip`].
@@ -38,6 +39,7 @@ pub mod caller_evidence;
 pub mod csrf;
 pub mod dev_urls;
 pub mod expiry;
+pub mod ha;
 pub mod http_chunked;
 pub mod http_exercise;
 pub mod http_head;
