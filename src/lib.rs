@@ -147,6 +147,7 @@ pub mod build_info;
 pub mod cli;
 pub mod coroutine;
 pub mod dashboard;
+pub mod ha;
 pub mod http;
 pub mod openapi;
 pub mod ops;

@@ -10,6 +10,7 @@ fn main() {
     init_logging(args.log_format);
     let result = match &args.command {
         cli::Command::Serve(serve) => runtime::service::run(cli::config_path(&args), serve),
+        cli::Command::Ha => dialproof::ha::run(cli::config_path(&args), args.log_format),
         cli::Command::Check => {
             let path = cli::config_path(&args);
             std::process::exit(runtime::preflight::check(path.as_deref()))

@@ -100,6 +100,8 @@ pub enum Input {
     PromotionFinished,
     /// The restore or the start failed.
     PromotionFailed,
+    /// The service exited on its own while this node held the key.
+    ServiceDied,
     /// The service (and the replication) stopped after a fence or a failed
     /// promotion.
     Stopped,
@@ -225,6 +227,14 @@ impl Ha {
     pub fn lease_age_ms(&self, now: UnixMillis) -> Option<i64> {
         match self.step {
             Step::Holding { .. } => self.last_ok_send.map(|s| now.0 - s.0),
+            _ => None,
+        }
+    }
+
+    /// The lease this node holds the key under, if it does.
+    pub fn held_lease(&self) -> Option<LeaseId> {
+        match self.step {
+            Step::Holding { lease, .. } => Some(lease),
             _ => None,
         }
     }

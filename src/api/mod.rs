@@ -50,6 +50,8 @@ pub struct Api {
     pub commits: Arc<dialproof_storage::CommitProgress>,
     /// Idempotency keys of creates (see `crate::shared::idempotency`).
     pub idempotency: Arc<crate::shared::idempotency::IdempotencyKeys>,
+    /// Set once this node may no longer act as the primary.
+    pub fence: Arc<crate::shared::fence::Fence>,
 }
 
 impl Api {
@@ -142,6 +144,9 @@ pub fn handle(ctx: &Api, req: &Request, route: Route<'_>) -> Response {
     let Some(key) = key else {
         return Response::detail(403, texts::KEY_REQUIRED);
     };
+    if ctx.fence.is_fenced() && matches!(route, Route::Collection | Route::Cancel(_)) {
+        return fenced();
+    }
     match route {
         Route::Collection => create::create(ctx, req, &key, now),
         Route::Item(id) => verifications::read(ctx, &key, id),
@@ -215,4 +220,13 @@ fn admitted(
         }
     }
     Ok(key)
+}
+
+/// A write refused by a fenced node: 503 `service_unavailable` in the
+/// spec's envelope, with `Retry-After` (the client retries and reaches the
+/// new primary through its load balancer or floating address).
+fn fenced() -> Response {
+    use crate::shared::fence::{FENCED_MESSAGE, FENCED_RETRY_AFTER_SECONDS};
+    envelope::envelope(503, "service_unavailable", FENCED_MESSAGE, None)
+        .with_header("Retry-After", FENCED_RETRY_AFTER_SECONDS.to_string())
 }

@@ -56,6 +56,9 @@ pub struct Args {
 pub enum Command {
     /// Run the service.
     Serve(ServeArgs),
+    /// Run one node of an automatic-failover cluster (`[ha]`): campaign in
+    /// etcd, serve and replicate as the primary, watch as a standby.
+    Ha,
     /// Check the configuration as `serve` would, print what it would
     /// start, and exit 1 with one line per problem (changes nothing).
     Check,
@@ -91,6 +94,10 @@ pub struct ServeArgs {
     /// seconds, e.g. `date -d '10:03:15' +%s`); default: now.
     #[arg(long, requires = "promoted", value_name = "UNIX_SECONDS")]
     pub lost_until: Option<i64>,
+    /// Run under `dialproof ha`: stdin carries the supervisor's lease
+    /// words; a `fence`, a lease run out or a closed stdin fences at once.
+    #[arg(long, hide = true)]
+    pub ha_child: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -204,7 +211,7 @@ pub fn run(args: Args) -> Result<()> {
     let admin = open_admin(&config.database_path())?;
     let out = Output { json: args.json };
     match args.command {
-        Command::Serve(_) | Command::Check => {
+        Command::Serve(_) | Command::Check | Command::Ha => {
             anyhow::bail!("`serve` and `check` are the runtime's, not operator commands")
         }
         Command::Company(c) => company(&admin, c, &out),

@@ -26,6 +26,7 @@ pub fn render(ctx: &Ops) -> String {
     sip(&mut out, ctx);
     webhooks(&mut out, ctx);
     storage(&mut out, ctx);
+    fence(&mut out, ctx);
     replication(&mut out, &ctx.metrics.replication);
     process(&mut out);
     build_info(&mut out);
@@ -379,6 +380,7 @@ fn sip(out: &mut String, ctx: &Ops) {
         ("no_lease", &s.rejected_no_lease),
         ("withheld", &s.rejected_withheld),
         ("caller_id_untrusted", &s.rejected_untrusted_caller_id),
+        ("fenced", &s.rejected_fenced),
         ("cancelled", &s.cancelled),
     ] {
         sample(out, name, &format!("outcome=\"{outcome}\""), get(c));
@@ -595,6 +597,24 @@ fn process(out: &mut String) {
 }
 
 /// A label value as the exposition format quotes it.
+/// The fence of automatic failover (`crate::shared::fence`).
+fn fence(out: &mut String, ctx: &Ops) {
+    let name = "dialproof_fenced";
+    header(
+        out,
+        name,
+        "gauge",
+        "1 once this node may no longer act as the primary (dialproof ha).",
+    );
+    let at = ctx.fence.fenced_at();
+    sample(out, name, "", u8::from(at.is_some()));
+    if let Some(at) = at {
+        let name = "dialproof_fenced_timestamp_seconds";
+        header(out, name, "gauge", "When the fence was set (Unix time).");
+        sample(out, name, "", at.0 as f64 / 1000.0);
+    }
+}
+
 fn escape(value: &str) -> String {
     value
         .replace('\\', "\\\\")

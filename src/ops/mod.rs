@@ -47,6 +47,8 @@ pub struct Ops {
     pub idempotency: Arc<crate::shared::idempotency::IdempotencyKeys>,
     /// Quarantined numbers and stray calls, for the metrics.
     pub health: Arc<crate::shared::number_health::NumberHealth>,
+    /// Set once this node may no longer act as the primary.
+    pub fence: Arc<crate::shared::fence::Fence>,
 }
 
 impl Ops {
@@ -88,6 +90,9 @@ fn not_ready(ctx: &Ops) -> Option<&'static str> {
     }
     if ctx.stopping() {
         return Some("stopping");
+    }
+    if ctx.fence.is_fenced() {
+        return Some("fenced: no longer the primary");
     }
     if ctx.store.stats().last_batch_failed {
         return Some("storage is failing writes");

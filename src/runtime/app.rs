@@ -67,6 +67,8 @@ pub struct App {
     /// Every number's health and the quarantines (see
     /// `crate::shared::number_health`).
     pub health: Arc<crate::shared::number_health::NumberHealth>,
+    /// Set when this node may no longer act as the primary (`dialproof ha`).
+    pub fence: Arc<crate::shared::fence::Fence>,
 }
 
 impl App {
@@ -99,6 +101,7 @@ impl App {
             recent: self.recent.clone(),
             commits: self.commits.clone(),
             idempotency: self.idempotency.clone(),
+            fence: self.fence.clone(),
         }
     }
 
@@ -124,6 +127,7 @@ impl App {
             clock: self.clock.clone(),
             stop: self.stop.clone(),
             health: self.health.clone(),
+            fence: self.fence.clone(),
         }
     }
 
@@ -154,6 +158,7 @@ impl App {
             stop: self.stop.clone(),
             idempotency: self.idempotency.clone(),
             health: self.health.clone(),
+            fence: self.fence.clone(),
         }
     }
 }

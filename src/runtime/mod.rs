@@ -11,6 +11,7 @@ pub mod app;
 pub mod commits;
 pub mod control;
 pub mod expiry;
+pub mod ha_child;
 pub mod heartbeat;
 pub mod preflight;
 pub mod promotion;

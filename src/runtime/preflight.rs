@@ -39,6 +39,7 @@ pub fn preflight(path: Option<&Path>) -> Result<(Config, Plan), Problems> {
     certificate(&config, &mut found);
     data_dir(&config, &mut found);
     database(&config, &mut found);
+    ha(&config, &mut found);
     if found.problems.is_empty() {
         Ok((config, Plan(found.plan)))
     } else {
@@ -271,4 +272,25 @@ fn database(config: &Config, found: &mut Found) {
             path.display()
         )),
     }
+}
+
+/// `[ha]`: what `dialproof ha` would campaign with, and Litestream's
+/// configuration, which a promotion restores with.
+fn ha(config: &Config, found: &mut Found) {
+    let Some(ha) = &config.ha else { return };
+    let ls = config.resolve(&ha.litestream_config);
+    if !ls.is_file() {
+        found.problems.push(format!(
+            "ha.litestream_config {}: no such file",
+            ls.display()
+        ));
+    }
+    found.plan.push(format!(
+        "ha: node {:?} of cluster {:?}, key {}, lease TTL {} s, etcd {}",
+        ha.node,
+        ha.cluster,
+        ha.primary_key(),
+        ha.lease_ttl_seconds,
+        ha.endpoints.join(" ")
+    ));
 }

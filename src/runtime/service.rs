@@ -74,6 +74,10 @@ pub fn run(config_path: Option<PathBuf>, serve: &ServeArgs) -> Result<()> {
     signal_hook::flag::register(signal_hook::consts::SIGHUP, running.hup.clone())?;
     signal_hook::flag::register(signal_hook::consts::SIGTERM, running.stop_flag())?;
     signal_hook::flag::register(signal_hook::consts::SIGINT, running.stop_flag())?;
+    if serve.ha_child {
+        let app = &running.app;
+        crate::runtime::ha_child::spawn(app.fence.clone(), app.clock.clone())?;
+    }
     running.serve()
 }
 
@@ -281,6 +285,7 @@ fn build_app(
         sip_lines: Default::default(),
         sip_stats: Default::default(),
         readiness: Default::default(),
+        fence: Default::default(),
         recent: Default::default(),
         commits,
         idempotency: IdempotencyKeys::new(config.api.idempotency_key_hours()),

@@ -14,6 +14,7 @@ pub mod admin;
 pub mod clock;
 pub mod config;
 pub mod expiries;
+pub mod fence;
 pub mod health;
 pub mod idempotency;
 pub mod key_cache;

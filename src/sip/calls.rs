@@ -80,6 +80,12 @@ pub fn on_invite(
             return verdict.answer();
         }
     };
+    if ctx.fence.is_fenced() {
+        SipStats::inc(&stats.rejected_fenced);
+        tracing::warn!(%src, call_id, dial_number = %dialled.number,
+            "INVITE to a fenced node: 503, nothing recorded (the new primary takes the call)");
+        return Verdict::Reject(503, None);
+    }
     let code = dialled.line.reject_code;
     ctx.health
         .on_invite(&dialled.number, dialled.lease.is_some());

@@ -173,6 +173,8 @@ pub(super) struct Driver {
     pub(super) clock: Clock,
     pub(super) tx: may::sync::mpsc::Sender<Input>,
     pub(super) queued: Arc<AtomicUsize>,
+    /// The lines were un-registered because the node is fenced.
+    pub(super) fence_unregistered: bool,
 }
 
 impl Driver {
@@ -208,6 +210,9 @@ impl Driver {
                 }
             }
             self.run_timers();
+            if !self.fence_unregistered && self.ctx.fence.is_fenced() {
+                self.unregister_fenced();
+            }
             let held = self.endpoint.invite_transactions() as u64;
             self.ctx
                 .stats
@@ -351,6 +356,21 @@ impl Driver {
                 send(&self.socket, &t);
             }
         }
+    }
+
+    /// A fenced node's lines un-register (`Expires: 0`) at once, so the
+    /// registrar routes calls to the new primary; the driver keeps running
+    /// and answers what still arrives with 503 (`calls::on_invite`).
+    fn unregister_fenced(&mut self) {
+        self.fence_unregistered = true;
+        let now = self.clock.now();
+        for client in &mut self.clients {
+            if let ClientKind::Register(r) = &mut client.kind {
+                r.shutdown(now);
+                tracing::warn!(line = %client.line, "fenced: un-registering the line");
+            }
+        }
+        self.flush();
     }
 
     /// Unregisters every registered line (`Expires: 0`) and waits a little

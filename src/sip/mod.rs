@@ -47,6 +47,9 @@ pub struct Sip {
     /// Told of every INVITE to one of our numbers (it proves the number
     /// rings).
     pub health: Arc<crate::shared::number_health::NumberHealth>,
+    /// Set once this node may no longer act as the primary: INVITEs get a
+    /// 503 and the registered lines un-register.
+    pub fence: Arc<crate::shared::fence::Fence>,
 }
 
 impl Sip {

@@ -159,6 +159,7 @@ fn start_coroutines(
         clock,
         tx,
         queued,
+        fence_unregistered: false,
     };
     coroutine::spawn(move || {
         driver.run(rx);

@@ -74,6 +74,8 @@ pub struct SipStats {
     pub rejected_withheld: AtomicU64,
     /// Calls whose caller ID trust was below the line's minimum.
     pub rejected_untrusted_caller_id: AtomicU64,
+    /// INVITEs answered 503 by a fenced node.
+    pub rejected_fenced: AtomicU64,
     pub cancelled: AtomicU64,
     pub malformed: AtomicU64,
     pub overloaded: AtomicU64,

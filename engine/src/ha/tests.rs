@@ -309,3 +309,17 @@ fn inputs_that_do_not_fit_change_nothing() {
     h.handle(at(20), Input::Renewed { sent_at: at(20) });
     assert_eq!(h.fence_deadline(), Some(at(4_000)));
 }
+
+#[test]
+fn a_service_that_dies_under_a_primary_hands_the_key_back() {
+    let mut h = primary(0);
+    h.handle(at(700), Input::ServiceDied);
+    assert_eq!(h.role(), Role::Fenced);
+    assert_eq!(h.poll(at(700)), Some(Action::Fence));
+    assert_eq!(h.poll(at(700)), Some(Action::Stop { revoke: Some(7) }));
+    assert!(h.take_events().is_empty(), "no lease was in doubt");
+    // A standby's own service cannot die: nothing changes.
+    let mut h = node();
+    h.handle(at(0), Input::ServiceDied);
+    assert_eq!(h.role(), Role::Standby);
+}

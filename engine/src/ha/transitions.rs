@@ -80,6 +80,9 @@ impl Ha {
             {
                 self.begin_fence(now, lease, false);
             }
+            (Step::Holding { lease, .. }, Input::ServiceDied) => {
+                self.begin_fence(now, lease, false);
+            }
             (
                 Step::Fencing {
                     stop_sent: true, ..

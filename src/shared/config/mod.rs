@@ -9,7 +9,10 @@
 //!
 //! Not for: runtime state (leases, keys), which lives in SQLite and memory.
 
+mod ha;
 mod lines;
+
+pub use ha::HaConfig;
 
 pub use lines::validate_line;
 use lines::{check_e164, expand_range};
@@ -76,6 +79,11 @@ pub struct Config {
     /// Public API settings.
     #[serde(default)]
     pub api: ApiConfig,
+    // --- automatic failover (issue 27) ---
+    /// Automatic failover with etcd (`dialproof ha`); off unless set.
+    #[serde(default)]
+    pub ha: Option<HaConfig>,
+    // --- end automatic failover ---
     /// Where relative paths are resolved from (the file's directory).
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -448,6 +456,15 @@ impl Config {
         }
         note(self.webhooks.validate());
         note(self.api.validate());
+        if let Some(ha) = &self.ha {
+            note(ha.validate());
+            if self.storage.replication != ReplicationMode::Litestream {
+                note(Err(anyhow::anyhow!(
+                    "[ha] needs storage.replication = \"litestream\" (a promotion restores \
+                     the replica and holds numbers from its heartbeat)"
+                )));
+            }
+        }
         for (index, line) in self.lines.iter().enumerate() {
             note(validate_line(line));
             note(each_line_number(index, line, |_| ()));
