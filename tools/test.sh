@@ -25,9 +25,14 @@ cd "$(dirname "$0")/.."
 # alert rules (tests/it/ops/alerts.rs), systemd-analyze (systemd) for the
 # packaged unit and dpkg-deb, setpriv and curl for the package test
 # (tools/deb/).
+# --- automatic failover (issue 27): etcd (etcd-server) for the three-member
+# cluster of tests/it/ha/; setpriv (util-linux, above) for `dialproof ha`.
+required_ha=("etcd:etcd-server")
+# --- end automatic failover
 required=("cc:build-essential" "chromium:chromium" "sipp:sip-tester" "kamailio:kamailio" "python3:python3"
   "unshare:util-linux" "ip:iproute2" "/bin/kill:procps" "promtool:prometheus"
   "systemd-analyze:systemd" "dpkg-deb:dpkg" "setpriv:util-linux" "curl:curl")
+required+=("${required_ha[@]}")
 need_pkgs=()
 for pair in "${required[@]}"; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need_pkgs+=("${pair#*:}")

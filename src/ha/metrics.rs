@@ -126,9 +126,17 @@ pub fn serve(addr: SocketAddr, metrics: Arc<HaMetrics>) -> anyhow::Result<Socket
             for stream in listener.incoming() {
                 let Ok(mut s) = stream else { continue };
                 let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-                let mut buf = [0u8; 2048];
-                // The request itself does not matter: one page is served.
-                let _ = s.read(&mut buf);
+                // The request itself does not matter (one page is served),
+                // but it is read to its end: closing on unread bytes
+                // would reset the connection under the answer.
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 8192 {
+                    match s.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
                 let body = metrics.render();
                 let _ = write!(
                     s,

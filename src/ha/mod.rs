@@ -287,7 +287,7 @@ impl Supervisor {
             Action::StartPromotion => self.start_promotion(),
             Action::Fence => {
                 self.node.fence();
-                tracing::warn!(at = %now.to_rfc3339(), "ha: FENCED: the service refuses writes and \
+                tracing::warn!(at = %now.to_rfc3339(), at_ms = now.0, "ha: FENCED: the service refuses writes and \
                     un-registers its lines; Litestream stopped; rejoining as a standby");
             }
             Action::Stop { revoke } => {
@@ -346,7 +346,7 @@ impl Supervisor {
             match event {
                 Event::ElectionWon => {
                     m.elections_won.fetch_add(1, Ordering::Relaxed);
-                    tracing::info!(at = %now.to_rfc3339(), "ha: election won");
+                    tracing::info!(at = %now.to_rfc3339(), at_ms = now.0, "ha: election won");
                 }
                 Event::ElectionLost => {
                     m.elections_lost.fetch_add(1, Ordering::Relaxed);
@@ -354,7 +354,7 @@ impl Supervisor {
                 Event::Promoted { took_ms } => {
                     m.promotions.fetch_add(1, Ordering::Relaxed);
                     m.promote_ms_last.store(took_ms, Ordering::Relaxed);
-                    tracing::info!(at = %now.to_rfc3339(), took_ms, "ha: PROMOTED: serving as the primary");
+                    tracing::info!(at = %now.to_rfc3339(), at_ms = now.0, took_ms, "ha: PROMOTED: serving as the primary");
                 }
                 Event::Fenced { lease_age_ms } => {
                     m.fences.fetch_add(1, Ordering::Relaxed);

@@ -19,6 +19,7 @@
 //!   shutdown, secrets at rest and in logs);
 //! - [`tools`]: the bundled tools against the service;
 //! - [`standby`]: failover to a standby and the promoted start;
+//! - [`ha`]: automatic failover with etcd (election, fence, promotion);
 //! - [`resilience`]: faults (disk, storage, provider, registrar), hostile
 //!   peers (HTTP, SIP, webhook receivers) and crashes (SIGKILL, restarts).
 //!
@@ -35,6 +36,9 @@ mod support;
 mod accounts;
 mod api;
 mod dashboard;
+// --- automatic failover (issue 27) ---
+mod ha;
+// --- end automatic failover ---
 mod ops;
 mod resilience;
 mod sip;

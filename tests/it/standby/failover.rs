@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 const NUMBERS_MIN: u64 = 2000;
 /// Litestream's monitor and sync intervals (its defaults), plus a second
 /// of slack: what was acknowledged longer ago than this is replicated.
-const REPLICATION_INTERVAL: Duration = Duration::from_secs(3);
+pub(crate) const REPLICATION_INTERVAL: Duration = Duration::from_secs(3);
 const SERVE_WITHIN: Duration = Duration::from_secs(60);
 const CALLS: usize = 3;
 
@@ -50,16 +50,16 @@ fn env_or(name: &str, default: u64) -> u64 {
 
 /// Numbers for a run of `creates`: the load's, a hold of up to twice as
 /// many, and the standby's creates (a quarter of the line).
-fn numbers_for(creates: u64) -> u64 {
+pub(crate) fn numbers_for(creates: u64) -> u64 {
     (4 * creates + 1000).max(NUMBERS_MIN)
 }
 
-fn litestream() -> PathBuf {
+pub(crate) fn litestream() -> PathBuf {
     pyenv_bin("litestream")
 }
 
 /// Litestream's configuration: the primary's database to a directory.
-fn litestream_config(dir: &Path, db: &Path, replica: &Path) -> PathBuf {
+pub(crate) fn litestream_config(dir: &Path, db: &Path, replica: &Path) -> PathBuf {
     let path = dir.join("litestream.yml");
     let text = format!(
         "dbs:\n  - path: {}\n    monitor-interval: 1s\n    replica:\n      type: file\n      \
@@ -71,13 +71,19 @@ fn litestream_config(dir: &Path, db: &Path, replica: &Path) -> PathBuf {
     path
 }
 
-struct Acked {
-    body: Value,
+pub(crate) struct Acked {
+    pub(crate) body: Value,
     at: Instant,
 }
 
 /// Creates at `rate` a second until `stop`; every 201 with its moment.
-fn create_load(s: &Server, token: &str, url: &str, rate: u64, stop: &AtomicBool) -> Vec<Acked> {
+pub(crate) fn create_load(
+    s: &Server,
+    token: &str,
+    url: &str,
+    rate: u64,
+    stop: &AtomicBool,
+) -> Vec<Acked> {
     let mut acked = Vec::new();
     let start = Instant::now();
     let mut n = 0u64;
@@ -102,7 +108,7 @@ fn create_load(s: &Server, token: &str, url: &str, rate: u64, stop: &AtomicBool)
 }
 
 /// One real call to `dial` (sipp as the provider), answered 603.
-fn call(s: &Server, dial: &str) {
+pub(crate) fn call(s: &Server, dial: &str) {
     let dir = workdir();
     let sf = scenario(
         dir.path(),
@@ -117,7 +123,7 @@ fn call(s: &Server, dial: &str) {
     assert_sipp_ok(&out, dir.path(), s);
 }
 
-fn id(v: &Value) -> &str {
+pub(crate) fn id(v: &Value) -> &str {
     v["verification_id"].as_str().expect("verification_id")
 }
 
@@ -159,27 +165,33 @@ fn start_primary(rx: &Receiver, lines: &str) -> Primary {
 
 /// What the primary acknowledged: the load's 201s, and the verifications
 /// completed by a call with the moment the call was answered.
-struct Acknowledged {
-    creates: Vec<Acked>,
-    calls: Vec<(String, Instant)>,
+pub(crate) struct Acknowledged {
+    pub(crate) creates: Vec<Acked>,
+    pub(crate) calls: Vec<(String, Instant)>,
 }
 
 /// The create load for `load`, with [`CALLS`] calls made meanwhile (each
 /// to a verification of its own, so the load's creates keep their fields).
-fn run_load(p: &Primary, url: &str, rate: u64, load: Duration) -> Acknowledged {
+pub(crate) fn run_load(
+    s: &Server,
+    token: &str,
+    url: &str,
+    rate: u64,
+    load: Duration,
+) -> Acknowledged {
     let stop = AtomicBool::new(false);
     let mut calls = Vec::new();
     let creates = std::thread::scope(|scope| {
-        let load_thread = scope.spawn(|| create_load(&p.server, &p.token, url, rate, &stop));
+        let load_thread = scope.spawn(|| create_load(s, token, url, rate, &stop));
         let started = Instant::now();
         for n in 0..CALLS {
             std::thread::sleep(load / (CALLS as u32 + 1));
-            let v = p.server.create_ok(
-                &p.token,
+            let v = s.create_ok(
+                token,
                 &json!({"phone": RU_PHONE, "webhook_url": url, "client_ref": format!("call-{n}"),
                         "ttl_seconds": 600}),
             );
-            call(&p.server, v["dial_number"].as_str().expect("dial"));
+            call(s, v["dial_number"].as_str().expect("dial"));
             calls.push((id(&v).to_owned(), Instant::now()));
         }
         if let Some(rest) = load.checked_sub(started.elapsed()) {
@@ -216,16 +228,16 @@ fn restore_and_promote(replica: &Path, lines: &str) -> (Server, Duration) {
 }
 
 /// What the standby holds of the primary's verifications.
-struct Restored {
-    rows: HashMap<String, Value>,
-    lost: usize,
-    newest_ack: Option<Instant>,
+pub(crate) struct Restored {
+    pub(crate) rows: HashMap<String, Value>,
+    pub(crate) lost: usize,
+    pub(crate) newest_ack: Option<Instant>,
 }
 
 /// Every 201 older than the replication interval is there with the same
 /// fields, every call older than that completed it; the rest is there as
 /// acknowledged or unknown (404).
-fn check_restored(
+pub(crate) fn check_restored(
     standby: &Server,
     token: &str,
     acked: &Acknowledged,
@@ -274,7 +286,7 @@ fn check_restored(
 /// No double lease: `creates` new verifications on the standby never get
 /// a number of a primary verification that may still be pending — lost
 /// (unknown here, but its user may call) or restored pending.
-fn check_no_double_lease(
+pub(crate) fn check_no_double_lease(
     standby: &Server,
     token: &str,
     url: &str,
@@ -315,7 +327,7 @@ fn check_no_double_lease(
 /// Every restored completion's webhook arrives; all deliveries of one
 /// event carry the same bytes, and nothing contradicts a completion.
 /// Returns how many restored completions there were.
-fn check_webhooks(rx: &Receiver, restored: &Restored) -> usize {
+pub(crate) fn check_webhooks(rx: &Receiver, restored: &Restored) -> usize {
     let completions: Vec<&String> = restored
         .rows
         .iter()
@@ -365,7 +377,7 @@ fn a_promoted_standby_takes_over_without_double_leases() {
     let mut primary = start_primary(&rx, &lines);
     let url = rx.url("/hook");
     // The kill follows the load's last 201 within milliseconds.
-    let acked = run_load(&primary, &url, rate, load);
+    let acked = run_load(&primary.server, &primary.token, &url, rate, load);
     primary.server.kill();
     let killed = Instant::now();
 

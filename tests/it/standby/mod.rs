@@ -5,5 +5,5 @@
 //! Not for: restarts of one service on its own data
 //! (`resilience::crash`).
 
-mod failover;
+pub(crate) mod failover;
 mod promotion;

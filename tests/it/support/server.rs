@@ -298,3 +298,61 @@ pub fn start_with_server_setting(extra: &str) -> Server {
     s.launch();
     s
 }
+
+// --- automatic failover (issue 27) ---
+
+impl Server {
+    /// Starts `dialproof --config F ha` in a process group of its own
+    /// (so a test can kill the whole node, as when its machine dies) and
+    /// returns at once: a standby prints a READY line only once promoted.
+    /// Its output goes to this server's log; see [`Server::follow_ready`].
+    pub fn launch_ha(&mut self) -> std::process::Child {
+        use std::io::BufRead;
+        use std::os::unix::process::CommandExt;
+        use std::process::Stdio;
+        self.log.push("[harness] starting dialproof ha");
+        let mut child = Command::new(BIN)
+            .arg("--config")
+            .arg(&self.config_path)
+            .arg("ha")
+            .env("NO_COLOR", "1")
+            .env("DIALPROOF_LOG", "info,may=warn")
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starting dialproof ha");
+        let out = child.stdout.take().expect("stdout piped");
+        let err = child.stderr.take().expect("stderr piped");
+        let log = self.log.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                log.push(&format!("{}{line}", dialproof_kit::process::STDOUT_MARK));
+            }
+        });
+        let log = self.log.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+                log.push(&dialproof_kit::process::strip_ansi(&line));
+            }
+        });
+        child
+    }
+
+    /// Points the requests at the newest READY line's addresses (a
+    /// promoted node's service) and trusts its certificate; false if
+    /// there is no READY line yet.
+    pub fn follow_ready(&mut self) -> bool {
+        let Some(ready) = self.ready_lines().pop() else {
+            return false;
+        };
+        let Some(https) = ready.https() else {
+            return false;
+        };
+        self.https = https;
+        self.http = ready.http();
+        self.tls = trust_certificate(&self.data_dir);
+        true
+    }
+}

@@ -1,0 +1,114 @@
+//! A primary cut off from etcd but not from its clients (its etcd traffic
+//! goes through proxies the test closes): it refuses writes within the
+//! lease TTL, before the standby is promoted (the order shown from both
+//! nodes' metrics and logs), and it stays a standby when etcd comes back.
+//!
+//! Not for: the fence deadline's arithmetic (the engine's unit tests).
+
+use super::cluster::{etcd_installed, http_get, metric, Etcd, Proxy, TTL};
+use super::*;
+use crate::support::sip::*;
+use crate::support::webhooks::*;
+use serde_json::json;
+
+/// README, "Automatic failover": a cut-off primary fences itself first.
+#[test]
+fn a_cut_off_primary_refuses_writes_before_the_standby_is_promoted_and_stays_a_standby() {
+    if !etcd_installed() {
+        return;
+    }
+    let etcd = Etcd::start();
+    let proxies: Vec<Proxy> = etcd.client_addrs().into_iter().map(Proxy::start).collect();
+    let through: Vec<String> = proxies
+        .iter()
+        .map(|p| format!("http://{}", p.addr))
+        .collect();
+    let rx = Receiver::recording(Answer::Status(200));
+    let lines = sip_config(&trusted_line(200, 603));
+    let (a, mut b, token) = pair(&etcd, &through, &lines, &rx);
+    let body = json!({"phone": PHONE, "webhook_url": rx.url("/hook")});
+    a.server.create_ok(&token, &body);
+
+    for p in &proxies {
+        p.cut();
+    }
+    let cut = Instant::now();
+    let mut refused = None;
+    let refused_after = within(cut, TTL, || {
+        let r = a.server.create(&token, &body);
+        if r.status != 201 {
+            refused = Some(r);
+            return true;
+        }
+        false
+    })
+    .unwrap_or_else(|| panic!("the cut-off primary still took creates {TTL:?} after the cut"));
+    let r = refused.expect("the refusal");
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert_eq!(
+        r.json()["error"]["code"],
+        "service_unavailable",
+        "{}",
+        r.text()
+    );
+    assert!(
+        r.header("retry-after").is_some(),
+        "a fenced 503 says when to retry"
+    );
+    let ready = http_get(a.ops(), "/readyz").unwrap_or_default();
+    assert!(
+        ready.contains("fenced"),
+        "/readyz of a fenced node: {ready:?}"
+    );
+
+    assert!(
+        b.wait_serving(1, Duration::from_secs(20)),
+        "the standby was not promoted:\n{}",
+        b.logs()
+    );
+    b.server.create_ok(&token, &body);
+    let a_metrics = http_get(a.ops(), "/metrics").unwrap_or_default();
+    let fenced_at = metric(&a_metrics, "dialproof_fenced_timestamp_seconds")
+        .expect("the fenced node's dialproof_fenced_timestamp_seconds");
+    let a_fence_logged = logged_at_ms(&a, "ha: FENCED").expect("the primary's FENCED line");
+    let b_won = logged_at_ms(&b, "ha: election won").expect("the standby's election line");
+    let b_promoted = logged_at_ms(&b, "ha: PROMOTED").expect("the standby's PROMOTED line");
+    let fenced_ms = (fenced_at * 1000.0) as i64;
+    eprintln!(
+        "cut at +0; a refused writes after {refused_after:?}; a's service fenced at {fenced_ms} \
+         (metric), a's supervisor FENCED at {a_fence_logged} (log); b won at {b_won} (+{} ms \
+         after the fence), b serving at {b_promoted}",
+        b_won - fenced_ms
+    );
+    assert!(
+        fenced_ms < b_won && a_fence_logged < b_won,
+        "the design fences the old primary before anyone else can win: fenced at {fenced_ms} \
+         / {a_fence_logged}, the standby won at {b_won}"
+    );
+
+    for p in &proxies {
+        p.open();
+    }
+    // A few lease periods with etcd back: the old primary campaigns, loses
+    // to the holder, and neither serves nor wins again.
+    std::thread::sleep(3 * TTL);
+    let ha = a.ha_metrics();
+    assert_eq!(
+        metric(&ha, "dialproof_ha_role{role=\"standby\"}"),
+        Some(1.0),
+        "{ha}"
+    );
+    assert_eq!(
+        metric(&ha, "dialproof_ha_elections_won_total"),
+        Some(1.0),
+        "{ha}"
+    );
+    assert!(
+        metric(&ha, "dialproof_ha_elections_lost_total").is_some_and(|n| n >= 1.0),
+        "{ha}"
+    );
+    assert_eq!(metric(&ha, "dialproof_ha_fences_total"), Some(1.0), "{ha}");
+    assert_eq!(count_logged(&a, "ha: election won"), 1, "{}", a.logs());
+    assert_eq!(a.server.create(&token, &body).status, 503);
+    b.server.create_ok(&token, &body);
+}
