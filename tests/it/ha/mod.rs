@@ -9,6 +9,7 @@
 //! promotion (`standby`).
 
 mod cluster;
+mod config;
 mod failover;
 mod fence;
 mod quorum;
