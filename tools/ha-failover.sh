@@ -85,7 +85,7 @@ start_node() {
 }
 ready() { curl -s -m 1 "http://127.0.0.1:${digit[$1]}9090/readyz" 2>/dev/null | grep -q '^ready'; }
 create() {
-  curl -sk -m 2 -o /dev/null -w '%{http_code}' -X POST "https://127.0.0.1:${digit[$1]}8443/api/v1/verifications/" \
+  curl -sk -m 2 -o "$work/created.json" -w '%{http_code}' -X POST "https://127.0.0.1:${digit[$1]}8443/api/v1/verifications/" \
     -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
     -d '{"phone": "+79161234567", "webhook_url": "http://127.0.0.1:9/hook"}' 2>/dev/null || true
 }
@@ -111,11 +111,13 @@ start_node b
 primary=a standby=b
 times=()
 promote=()
+ids=()
 for run in $(seq 1 "$RUNS"); do
   # The standby is up and the replica has the primary's newest commits.
   sleep 3
   code=$(create $primary)
   [ "$code" = 201 ] || { echo "run $run: the primary $primary answers a create with $code" >&2; exit 1; }
+  ids+=("$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["verification_id"])' "$work/created.json")")
   sleep 2
   t0=$(date +%s.%N)
   kill -KILL -- "-${node_pid[$primary]}"
@@ -130,6 +132,16 @@ for run in $(seq 1 "$RUNS"); do
   tmp=$primary; primary=$standby; standby=$tmp
 done
 echo "promotions (restore and promoted start, win to serving): ${promote[*]} ms"
+# Each promotion restored what the one before replicated to the same
+# path: every run's create, older than the replication interval at its
+# kill, must be on the last primary.
+missing=0
+for id in "${ids[@]}"; do
+  code=$(curl -sk -m 2 -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $token" \
+    "https://127.0.0.1:${digit[$primary]}8443/api/v1/verifications/$id/")
+  [ "$code" = 200 ] || { echo "$id (created before a kill) is missing on the last primary: $code"; missing=$((missing + 1)); }
+done
+echo "creates of every run found on the last primary after $RUNS failovers: $(( ${#ids[@]} - missing ))/${#ids[@]}"
 printf '%s\n' "${times[@]}" | python3 -c '
 import sys, statistics
 v = sorted(int(x) for x in sys.stdin)
