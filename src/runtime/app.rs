@@ -140,6 +140,7 @@ impl App {
             metrics: self.metrics.clone(),
             clock: self.clock.clone(),
             stop: self.stop.clone(),
+            fence: self.fence.clone(),
         }
     }
 

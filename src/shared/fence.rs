@@ -1,6 +1,7 @@
 //! The fence: once set, this service may no longer act as the primary
 //! (automatic failover, `crate::ha`). Creates, cancels and SIP completions
-//! answer 503, `/readyz` fails and the registered lines un-register; reads
+//! answer 503, `/readyz` fails, the registered lines un-register and no
+//! webhook goes out any more (the new primary owns deliveries); reads
 //! still answer. It is never lifted: a fenced node comes back only as a
 //! new process over a restored replica.
 //!

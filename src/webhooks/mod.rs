@@ -53,6 +53,8 @@ pub struct Webhooks {
     pub metrics: Arc<Metrics>,
     pub clock: Clock,
     pub stop: Arc<AtomicBool>,
+    /// Set once this node may no longer act as the primary.
+    pub fence: Arc<crate::shared::fence::Fence>,
 }
 
 impl Webhooks {
@@ -61,8 +63,11 @@ impl Webhooks {
         self.clock.now()
     }
 
+    /// Stopping, or fenced: a fenced node delivers nothing more (the new
+    /// primary owns the deliveries, from the replica; an expiry this node
+    /// still made must not contradict a completion made there).
     pub fn stopping(&self) -> bool {
-        self.stop.load(Ordering::Acquire)
+        self.stop.load(Ordering::Acquire) || self.fence.is_fenced()
     }
 }
 

@@ -32,7 +32,12 @@ fn check_shows_the_ha_plan_and_names_each_bad_setting() {
     );
     let (_dir, out) = run(&good, "check");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(
         stdout.contains(
             "ha: node \"a\" of cluster \"prod\", key /dialproof/prod/primary, lease TTL 5 s, \
@@ -66,5 +71,8 @@ fn ha_without_the_section_says_what_is_missing() {
     let (_dir, out) = run(HEAD, "ha");
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("`dialproof ha` needs an [ha] section"), "{stderr}");
+    assert!(
+        stderr.contains("`dialproof ha` needs an [ha] section"),
+        "{stderr}"
+    );
 }
