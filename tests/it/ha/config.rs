@@ -46,12 +46,10 @@ fn check_shows_the_ha_plan_and_names_each_bad_setting() {
         "{stdout}"
     );
 
-    let bad = format!(
-        "[server]\nhttps_listen = \"127.0.0.1:0\"\nworkers = 1\n\n[storage]\ndata_dir = \"data\"\n\n\
-         [ha]\nendpoints = [\"etcd:2379\"]\ncluster = \"prod\"\nnode = \"a b\"\n\
-         lease_ttl_seconds = 90\nlitestream_config = \"missing.yml\"\n"
-    );
-    let (_dir, out) = run(&bad, "check");
+    let bad = "[server]\nhttps_listen = \"127.0.0.1:0\"\nworkers = 1\n\n[storage]\n\
+               data_dir = \"data\"\n\n[ha]\nendpoints = [\"etcd:2379\"]\ncluster = \"prod\"\n\
+               node = \"a b\"\nlease_ttl_seconds = 90\nlitestream_config = \"missing.yml\"\n";
+    let (_dir, out) = run(bad, "check");
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     let lines: Vec<&str> = stderr.lines().collect();
