@@ -28,6 +28,11 @@
 //! `dialproof-engine`, persistence in `dialproof-storage`.
 //!
 //! Its folders are the runtime's parts:
+//! - `ha/`: `dialproof ha`, one node of automatic failover: the etcd
+//!   client, the supervisor that runs the engine's election machine and
+//!   the node's processes (the service as `serve --ha-child`, whose fence
+//!   is `runtime/ha_child.rs` and `shared/fence.rs`, and Litestream); above
+//!   the runtime, whose preflight it reuses;
 //! - `runtime/`: the preflight checks (`dialproof check`, also run by
 //!   `serve`), start, recovery, stop, and the threads that are nobody
 //!   else's (commit consumer, expiry, control loop, a promoted standby's

@@ -87,8 +87,8 @@ fn winning_asks_for_a_promotion_from_the_replica_and_keeps_the_lease() {
     );
 }
 
-#[test]
-fn losing_waits_for_the_deletion_or_the_next_campaign() {
+/// A node that lost the election at 10 ms.
+fn loser() -> Ha {
     let mut h = node();
     h.poll(at(0));
     h.handle(
@@ -100,6 +100,12 @@ fn losing_waits_for_the_deletion_or_the_next_campaign() {
     );
     h.poll(at(5));
     h.handle(at(10), Input::ElectionLost);
+    h
+}
+
+#[test]
+fn losing_waits_for_the_deletion_or_the_next_campaign() {
+    let mut h = loser();
     assert_eq!(h.role(), Role::Standby);
     assert_eq!(h.take_events(), vec![Event::ElectionLost]);
     assert_eq!(h.fence_deadline(), None);
@@ -107,17 +113,7 @@ fn losing_waits_for_the_deletion_or_the_next_campaign() {
     assert_eq!(h.poll(at(1_009)), None);
     assert_eq!(h.poll(at(1_010)), Some(Action::GrantLease));
     // A deletion seen while idle campaigns at once.
-    let mut h = node();
-    h.poll(at(0));
-    h.handle(
-        at(5),
-        Input::LeaseGranted {
-            id: 3,
-            sent_at: at(0),
-        },
-    );
-    h.poll(at(5));
-    h.handle(at(10), Input::ElectionLost);
+    let mut h = loser();
     h.handle(at(300), Input::KeyDeleted);
     assert_eq!(h.poll(at(300)), Some(Action::GrantLease));
 }

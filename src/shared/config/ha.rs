@@ -117,28 +117,16 @@ mod tests {
     fn bad_settings_are_named() {
         let e = parse("lease_ttl_seconds = 1").unwrap_err().to_string();
         assert_eq!(e, "ha.lease_ttl_seconds must be 2..=60, got 1");
-        let text = "endpoints = []\ncluster = \"c\"\nnode = \"a\"\nlitestream_config = \"x\"";
-        let c: HaConfig = toml::from_str(text).unwrap();
-        assert!(c
-            .validate()
-            .unwrap_err()
-            .to_string()
-            .contains("at least one"));
-        let text = "endpoints = [\"https://e:2379/v3\"]\ncluster = \"c\"\nnode = \"a\"\n\
-                    litestream_config = \"x\"";
-        let c: HaConfig = toml::from_str(text).unwrap();
-        assert!(c
-            .validate()
-            .unwrap_err()
-            .to_string()
-            .contains("https://e:2379/v3"));
-        let text = "endpoints = [\"http://e:2379\"]\ncluster = \"c/x\"\nnode = \"a\"\n\
-                    litestream_config = \"x\"";
-        let c: HaConfig = toml::from_str(text).unwrap();
-        assert!(c
-            .validate()
-            .unwrap_err()
-            .to_string()
-            .starts_with("ha.cluster must be"));
+        let problem = |endpoints: &str, cluster: &str| -> String {
+            let text = format!(
+                "endpoints = [{endpoints}]\ncluster = {cluster:?}\nnode = \"a\"\n\
+                 litestream_config = \"x\""
+            );
+            let c: HaConfig = toml::from_str(&text).unwrap();
+            c.validate().unwrap_err().to_string()
+        };
+        assert!(problem("", "c").contains("at least one"));
+        assert!(problem("\"https://e:2379/v3\"", "c").contains("https://e:2379/v3"));
+        assert!(problem("\"http://e:2379\"", "c/x").starts_with("ha.cluster must be"));
     }
 }
