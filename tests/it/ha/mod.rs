@@ -13,6 +13,7 @@ mod config;
 mod failover;
 mod fence;
 mod quorum;
+mod registrar;
 
 use crate::support::webhooks::Receiver;
 use crate::support::*;

@@ -13,9 +13,9 @@ use crate::support::sip::*;
 use crate::support::*;
 use std::time::Duration;
 
-const PASSWORD: &str = "kamailio-secret";
+pub(crate) const PASSWORD: &str = "kamailio-secret";
 /// The line's numbers: +74960000000 .. +74960000002.
-const FIRST: &str = "74960000000";
+pub(crate) const FIRST: &str = "74960000000";
 
 fn line(provider: std::net::SocketAddr) -> String {
     format!(

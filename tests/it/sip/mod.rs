@@ -10,6 +10,6 @@
 mod caller_evidence;
 mod calls;
 mod cancel;
-mod kamailio;
+pub(crate) mod kamailio;
 mod number_health;
 mod register;
