@@ -49,6 +49,12 @@ impl HaMetrics {
     }
 
     pub fn render(&self) -> String {
+        let mut out = self.render_role();
+        self.render_rest(&mut out);
+        out
+    }
+
+    fn render_role(&self) -> String {
         let mut out = String::new();
         let role = self.role.load(Ordering::Relaxed) as usize;
         let _ = writeln!(
@@ -62,6 +68,10 @@ impl HaMetrics {
                 u8::from(i == role)
             );
         }
+        out
+    }
+
+    fn render_rest(&self, out: &mut String) {
         let age = self.lease_age_ms.load(Ordering::Relaxed);
         let gauges = [
             (
@@ -112,7 +122,6 @@ impl HaMetrics {
                 c.load(Ordering::Relaxed)
             );
         }
-        out
     }
 }
 

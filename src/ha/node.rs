@@ -43,6 +43,9 @@ struct Procs {
 pub struct Node {
     paths: Paths,
     procs: Mutex<Procs>,
+    /// One restore at a time: a restore abandoned by a fence may still
+    /// run when the next win starts another over the same file.
+    restoring: Mutex<()>,
 }
 
 impl Node {
@@ -50,6 +53,7 @@ impl Node {
         Node {
             paths,
             procs: Mutex::default(),
+            restoring: Mutex::new(()),
         }
     }
 
@@ -57,6 +61,7 @@ impl Node {
     /// answering 503), moves this node's own database aside and restores
     /// the newest replica in its place. Runs on a thread of its own.
     pub fn restore(&self) -> Result<()> {
+        let _one = self.restoring.lock();
         let old = {
             let mut p = self.procs.lock();
             p.stdin = None;

@@ -12,6 +12,20 @@ impl Ha {
     /// Feeds what happened at `now`. Inputs that do not fit the current
     /// step (a late reply to an abandoned call) change nothing.
     pub fn handle(&mut self, now: UnixMillis, input: Input) {
+        match self.step {
+            Step::Holding { lease, renewing } => self.handle_holding(now, lease, renewing, input),
+            Step::Fencing {
+                stop_sent: true, ..
+            } if input == Input::Stopped => {
+                self.role = Role::Standby;
+                self.campaign_at(now);
+            }
+            _ => self.handle_campaign(now, input),
+        }
+    }
+
+    /// A standby's inputs: the grant, the attempt, a deletion seen.
+    fn handle_campaign(&mut self, now: UnixMillis, input: Input) {
         match (self.step, input) {
             (Step::Granting, Input::LeaseGranted { id, sent_at }) => {
                 self.last_ok_send = Some(sent_at);
@@ -39,16 +53,16 @@ impl Ha {
                 self.campaign_at(now.plus_millis(self.timing.campaign_every_ms));
             }
             (Step::Idle { .. }, Input::KeyDeleted) => self.campaign_at(now),
-            (Step::Holding { lease, .. }, Input::KeyDeleted | Input::LeaseGone) => {
-                self.begin_fence(now, lease, true);
-            }
-            (
-                Step::Holding {
-                    lease,
-                    renewing: true,
-                },
-                Input::Renewed { sent_at },
-            ) => {
+            _ => {}
+        }
+    }
+
+    /// The key holder's inputs: renewals, the promotion, losses.
+    fn handle_holding(&mut self, now: UnixMillis, lease: i64, renewing: bool, input: Input) {
+        let promoting = self.role == Role::Promoting;
+        match input {
+            Input::KeyDeleted | Input::LeaseGone => self.begin_fence(now, lease, true),
+            Input::Renewed { sent_at } if renewing => {
                 let last = self.last_ok_send.map_or(sent_at, |l| l.max(sent_at));
                 self.last_ok_send = Some(last);
                 self.retry_at = None;
@@ -57,41 +71,20 @@ impl Ha {
                     renewing: false,
                 };
             }
-            (
-                Step::Holding {
-                    lease,
-                    renewing: true,
-                },
-                Input::RenewFailed,
-            ) => {
+            Input::RenewFailed if renewing => {
                 self.retry_at = Some(now.plus_millis(self.timing.retry_ms));
                 self.step = Step::Holding {
                     lease,
                     renewing: false,
                 };
             }
-            (Step::Holding { .. }, Input::PromotionFinished) if self.role == Role::Promoting => {
+            Input::PromotionFinished if promoting => {
                 self.role = Role::Primary;
                 let took_ms = self.won_at.map_or(0, |w| now.0 - w.0);
                 self.events.push(Event::Promoted { took_ms });
             }
-            (Step::Holding { lease, .. }, Input::PromotionFailed)
-                if self.role == Role::Promoting =>
-            {
-                self.begin_fence(now, lease, false);
-            }
-            (Step::Holding { lease, .. }, Input::ServiceDied) => {
-                self.begin_fence(now, lease, false);
-            }
-            (
-                Step::Fencing {
-                    stop_sent: true, ..
-                },
-                Input::Stopped,
-            ) => {
-                self.role = Role::Standby;
-                self.campaign_at(now);
-            }
+            Input::PromotionFailed if promoting => self.begin_fence(now, lease, false),
+            Input::ServiceDied => self.begin_fence(now, lease, false),
             _ => {}
         }
     }

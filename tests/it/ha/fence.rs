@@ -24,7 +24,7 @@ fn a_cut_off_primary_refuses_writes_before_the_standby_is_promoted_and_stays_a_s
         .map(|p| format!("http://{}", p.addr))
         .collect();
     let rx = Receiver::recording(Answer::Status(200));
-    let lines = sip_config(&trusted_line(200, 603));
+    let lines = sip_config(&trusted_line(NUMBERS, 603));
     let (a, mut b, token) = pair(&etcd, &through, &lines, &rx);
     let body = json!({"phone": PHONE, "webhook_url": rx.url("/hook")});
     a.server.create_ok(&token, &body);

@@ -22,6 +22,10 @@ use std::time::{Duration, Instant};
 
 /// The number every test's creates verify.
 const PHONE: &str = "+79161234567";
+/// The line's numbers in the fence and quorum tests: they create every
+/// 50 ms until refused, and a promotion then holds twice the busiest
+/// stretch of the lost window's length, so a small line would run out.
+const NUMBERS: u64 = 2000;
 
 /// Starts node "a" (through `endpoints_a`) and waits until it serves,
 /// sets up a company whose webhooks go to `rx` with an unthrottled key,

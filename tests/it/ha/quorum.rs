@@ -22,7 +22,7 @@ fn without_quorum_no_node_takes_writes_and_service_resumes_with_it() {
     }
     let mut etcd = Etcd::start();
     let rx = Receiver::recording(Answer::Status(200));
-    let lines = sip_config(&trusted_line(200, 603));
+    let lines = sip_config(&trusted_line(NUMBERS, 603));
     let (mut a, mut b, token) = pair(&etcd, &etcd.endpoints(), &lines, &rx);
     let body = json!({"phone": PHONE, "webhook_url": rx.url("/hook")});
     let before = a.server.create_ok(&token, &body);
