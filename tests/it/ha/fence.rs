@@ -27,7 +27,7 @@ fn a_cut_off_primary_refuses_writes_before_the_standby_is_promoted_and_stays_a_s
     let lines = sip_config(&trusted_line(NUMBERS, 603));
     let (a, mut b, token) = pair(&etcd, &through, &lines, &rx);
     let body = json!({"phone": PHONE, "webhook_url": rx.url("/hook")});
-    a.server.create_ok(&token, &body);
+    let pending = a.server.create_ok(&token, &body);
 
     for p in &proxies {
         p.cut();
@@ -54,6 +54,28 @@ fn a_cut_off_primary_refuses_writes_before_the_standby_is_promoted_and_stays_a_s
     assert!(
         r.header("retry-after").is_some(),
         "a fenced 503 says when to retry"
+    );
+    // A call to the fenced node completes nothing: SIP 503.
+    let dial = pending["dial_number"].as_str().expect("dial");
+    let dir = workdir();
+    let sf = scenario(
+        dir.path(),
+        "call.xml",
+        &[
+            ("FROM_HEADER", &from_user("89161234567")),
+            ("HEADERS", ""),
+            ("CODE", "503"),
+        ],
+    );
+    let out = run_uac(dir.path(), &sf, sip_addr(&a.server), dial, "127.0.0.1", 1);
+    assert_sipp_ok(&out, dir.path(), &a.server);
+    let still = a
+        .server
+        .get(&token, pending["verification_id"].as_str().expect("id"))
+        .json();
+    assert_eq!(
+        still["status"], "pending",
+        "a fenced node recorded a call: {still}"
     );
     let ready = http_get(a.ops(), "/readyz").unwrap_or_default();
     assert!(
