@@ -270,7 +270,18 @@ impl Node {
         if let Some(mut c) = self.group.take() {
             let _ = Command::new("kill")
                 .args(["-KILL", "--", &format!("-{}", c.id())])
+                // The group may be gone already (its supervisor killed).
+                .stderr(Stdio::null())
                 .status();
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGKILL to the supervisor alone: its children learn of it from
+    /// the kernel (a closed stdin, the parent-death signal).
+    pub fn kill_supervisor(&mut self) {
+        if let Some(c) = self.group.as_mut() {
+            let _ = c.kill();
             let _ = c.wait();
         }
     }

@@ -134,3 +134,47 @@ fn a_cut_off_primary_refuses_writes_before_the_standby_is_promoted_and_stays_a_s
     assert_eq!(a.server.create(&token, &body).status, 503);
     b.server.create_ok(&token, &body);
 }
+
+/// The service fences itself when its supervisor dies (its stdin closes),
+/// well before the lease could run out, and the standby takes over.
+#[test]
+fn a_primary_whose_supervisor_dies_stops_taking_writes_at_once() {
+    if !etcd_installed() {
+        return;
+    }
+    let etcd = Etcd::start();
+    let rx = Receiver::recording(Answer::Status(200));
+    let lines = sip_config(&trusted_line(NUMBERS, 603));
+    let (mut a, mut b, token) = pair(&etcd, &etcd.endpoints(), &lines, &rx);
+    let body = json!({"phone": PHONE, "webhook_url": rx.url("/hook")});
+    a.server.create_ok(&token, &body);
+    a.kill_supervisor();
+    let killed = Instant::now();
+    // Refused: a 503 while it fences, or no connection once it stopped
+    // (the parent-death signal drains it); the helper panics on the
+    // latter, which counts as refused here.
+    let refused = within(killed, TTL, || {
+        let tried = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            a.server.create(&token, &body).status
+        }));
+        tried.map_or(true, |status| status != 201)
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "the orphaned service took creates {TTL:?} on:\n{}",
+            a.logs()
+        )
+    });
+    a.server
+        .wait_for_log(Duration::from_secs(5), |l| {
+            l.contains("the supervisor is gone (stdin closed)")
+        })
+        .unwrap_or_else(|| panic!("no fence of its own:\n{}", a.logs()));
+    assert!(
+        b.wait_serving(1, Duration::from_secs(15)),
+        "no takeover:\n{}",
+        b.logs()
+    );
+    b.server.create_ok(&token, &body);
+    eprintln!("supervisor killed: its service refused writes after {refused:?}");
+}
