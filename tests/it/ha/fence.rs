@@ -2,6 +2,7 @@
 //! goes through proxies the test closes): it refuses writes within the
 //! lease TTL, before the standby is promoted (the order shown from both
 //! nodes' metrics and logs), and it stays a standby when etcd comes back.
+//! And a primary whose supervisor dies: its service fences itself at once.
 //!
 //! Not for: the fence deadline's arithmetic (the engine's unit tests).
 
