@@ -71,7 +71,7 @@ pub enum Role {
     /// Holds the key and serves.
     Primary,
     /// Stopped serving because its lease may be gone; rejoins as a standby
-    /// once the service is stopped ([`Input::Stopped`]).
+    /// once wound down ([`Input::Stopped`]).
     Fenced,
 }
 
@@ -102,8 +102,8 @@ pub enum Input {
     PromotionFailed,
     /// The service exited on its own while this node held the key.
     ServiceDied,
-    /// The service (and the replication) stopped after a fence or a failed
-    /// promotion.
+    /// The node wound down after a fence or a failed promotion
+    /// ([`Action::Stop`]).
     Stopped,
 }
 
@@ -124,8 +124,10 @@ pub enum Action {
     /// Stop serving now: writes refused, readiness failed, lines
     /// un-registered.
     Fence,
-    /// Stop the fenced service and its replication, and revoke `revoke`
-    /// (best effort: if etcd still has the lease, the key frees at once).
+    /// Wind down after the fence: revoke `revoke` (best effort: if etcd
+    /// still has the lease, the key frees at once). The fenced service
+    /// may go on answering 503 until a promotion replaces it; it writes
+    /// nothing that matters (its replication ended with the fence).
     Stop {
         revoke: Option<LeaseId>,
     },
