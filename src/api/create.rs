@@ -21,6 +21,7 @@ use crate::openapi::NoNumberAvailable;
 use crate::shared::metrics::Metrics;
 use crate::shared::wait::{Committing, Outcome};
 use dialproof_engine::ids::VerificationKey;
+use dialproof_engine::test_pool;
 use dialproof_engine::time::UnixMillis;
 use dialproof_engine::validate::{
     media_type, parse_create, CreateError, CreateRequest, FieldErrors,
@@ -56,7 +57,7 @@ pub fn create(ctx: &Api, req: &Request, key: &KeyRow, now: UnixMillis) -> Respon
     if let Some(answer) = ssrf_refusal(ctx, key, &input.webhook_url) {
         return answer;
     }
-    let Some((dial_number, generation)) = ctx.leases.lease(input.pool, key.company_id) else {
+    let Some((dial_number, generation)) = lease(ctx, key, &input) else {
         if let Some(answer) = keyed.and_then(|k| idempotent::stored(ctx, k)) {
             return answer;
         }
@@ -65,8 +66,27 @@ pub fn create(ctx: &Api, req: &Request, key: &KeyRow, now: UnixMillis) -> Respon
     let id = VerificationKey::new(now, rand::random::<u128>()).id();
     let started = verification_start::start(input, (dial_number, generation), now);
     let mut row = VerificationRow::new(id.as_str().to_owned(), key.company_id, key.id, started);
+    row.livemode = key.livemode;
     row.idempotency_key = keyed.as_ref().map(|k| k.key().as_str().to_owned());
     commit_created(ctx, key, row, keyed)
+}
+
+/// A number for the create: a live key's from the live pools, a test
+/// key's from its company's test pool of the phone's kind (the magic phone
+/// never gets one: its create is the 503 a client must learn to handle).
+fn lease(ctx: &Api, key: &KeyRow, input: &CreateRequest) -> Option<(String, u32)> {
+    if key.livemode {
+        return ctx.leases.lease(input.pool, key.company_id);
+    }
+    if input.phone == test_pool::MAGIC_NO_NUMBER_PHONE {
+        return None;
+    }
+    let size = ctx
+        .keys
+        .company(key.company_id)
+        .and_then(|c| c.test_pool_size)
+        .unwrap_or(test_pool::POOL_SIZE_DEFAULT);
+    ctx.leases.lease_test(input.pool, key.company_id, size)
 }
 
 /// The body parsed and every field checked (and, when some field is
@@ -127,6 +147,7 @@ fn reject_no_number(ctx: &Api, key: &KeyRow, input: &CreateRequest, now: UnixMil
         pool: input.pool,
         reason: texts::NO_NUMBER_REASON.to_owned(),
         at: now,
+        livemode: key.livemode,
     };
     // Stored before the answer, like a create: the spec counts every
     // rejection in the dashboard. One that did not commit (or is not known

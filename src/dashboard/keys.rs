@@ -18,6 +18,7 @@ use super::Dashboard;
 use crate::accounts::keys::{self, Label, LabelError, LABEL_CHARS_MAX};
 use crate::http::{Request, Response};
 use askama::Template;
+use dialproof_engine::apikey::KeyKind;
 use dialproof_engine::ratelimit::{throttled_detail, LIMIT_PER_MINUTE_DEFAULT};
 use dialproof_storage::KeyRow;
 
@@ -112,7 +113,7 @@ pub fn create(ctx: &Dashboard, req: &Request) -> Response {
         Err(e) => return show(ctx, &signed, 400, None, Some(label_refusal(e))),
     };
     let company = signed.user.company_id;
-    let created = match ctx.admin(move |a| keys::create(a, company, &label, now)) {
+    let created = match ctx.admin(move |a| keys::create(a, company, &label, KeyKind::Live, now)) {
         Some(Ok(created)) => created,
         Some(Err(e)) => return page::storage_failed("key create", &e.to_string()),
         None => return page::storage_failed("key create", "no answer in time"),

@@ -99,6 +99,7 @@ impl App {
             recent: self.recent.clone(),
             commits: self.commits.clone(),
             idempotency: self.idempotency.clone(),
+            test_regions: crate::shared::config::test_regions(&self.config.read()),
         }
     }
 

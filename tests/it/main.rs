@@ -19,6 +19,8 @@
 //!   shutdown, secrets at rest and in logs);
 //! - [`tools`]: the bundled tools against the service;
 //! - [`standby`]: failover to a standby and the promoted start;
+//! - [`testmode`]: test keys, test pools, simulated calls, isolation from
+//!   live data, the purge;
 //! - [`resilience`]: faults (disk, storage, provider, registrar), hostile
 //!   peers (HTTP, SIP, webhook receivers) and crashes (SIGKILL, restarts).
 //!
@@ -41,3 +43,6 @@ mod sip;
 mod standby;
 mod tools;
 mod webhooks;
+
+// Test mode (issue 25).
+mod testmode;

@@ -4,7 +4,8 @@
 //! The page is loaded from the service alone: the test asserts that every
 //! resource the page fetched came from the service's own origin, so the
 //! explorer works with no internet. After the key is entered, Swagger UI
-//! loads /api/schema/ with it and must render the three operations.
+//! loads /api/schema/ with it and must render the four operations, test
+//! mode's `simulate-call` marked as test mode only.
 //!
 //! Not for: the document itself (`api::schema`).
 
@@ -18,7 +19,7 @@ fn browser(profile: &std::path::Path) -> Browser {
 }
 
 #[test]
-fn explorer_renders_the_three_operations_offline() {
+fn explorer_renders_the_four_operations_offline() {
     let server = Server::with_pools(1, 1);
     let company = server.create_company("explorer");
     let token = server.create_key(company);
@@ -66,7 +67,7 @@ fn explorer_renders_the_three_operations_offline() {
             .find_elements(".opblock-summary-path")
             .map(|els| els.iter().filter_map(|e| e.get_inner_text().ok()).collect())
             .unwrap_or_default();
-        if found.len() >= 3 || Instant::now() > deadline {
+        if found.len() >= 4 || Instant::now() > deadline {
             break found;
         }
         std::thread::sleep(Duration::from_millis(200));
@@ -76,6 +77,7 @@ fn explorer_renders_the_three_operations_offline() {
         "/api/v1/verifications/",
         "/api/v1/verifications/{id}/",
         "/api/v1/verifications/{id}/cancel/",
+        "/api/v1/verifications/{id}/simulate-call/",
     ] {
         assert!(
             joined.split(" | ").any(|x| x == p),
@@ -89,7 +91,17 @@ fn explorer_renders_the_three_operations_offline() {
         .iter()
         .filter_map(|e| e.get_inner_text().ok())
         .collect();
-    assert_eq!(methods, ["POST", "GET", "POST"], "methods in order");
+    assert_eq!(methods, ["POST", "GET", "POST", "POST"], "methods in order");
+    let summaries: Vec<String> = tab
+        .find_elements(".opblock-summary-description")
+        .unwrap()
+        .iter()
+        .filter_map(|e| e.get_inner_text().ok())
+        .collect();
+    assert!(
+        summaries.iter().any(|s| s.starts_with("Test mode only")),
+        "simulate-call is shown as test mode only: {summaries:?}"
+    );
 
     // Everything the page loaded came from the service itself.
     let origins = tab
