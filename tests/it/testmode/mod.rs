@@ -3,11 +3,13 @@
 //! simulated call answers in each state and for each bad body
 //! ([`simulate`]), test and live never seeing each other's data
 //! ([`isolation`]), the test pools apart from the live ones and the magic
-//! 503 ([`pools`]), and the purge after the retention ([`purge`]).
+//! 503 ([`pools`]), the purge after the retention ([`purge`]), and the
+//! dashboard's test key and test/live switch in a browser ([`dashboard`]).
 //!
 //! Not for: the number range and the decision order themselves (unit tests
 //! in `engine/src/test_pool.rs` and `engine/src/simulated_call.rs`).
 
+mod dashboard;
 mod flow;
 mod isolation;
 mod pools;
