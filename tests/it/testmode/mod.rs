@@ -9,6 +9,7 @@
 //! Not for: the number range and the decision order themselves (unit tests
 //! in `engine/src/test_pool.rs` and `engine/src/simulated_call.rs`).
 
+mod client;
 mod dashboard;
 mod flow;
 mod isolation;
