@@ -13,6 +13,7 @@ mod client;
 mod dashboard;
 mod flow;
 mod isolation;
+mod operations;
 mod pools;
 mod purge;
 mod simulate;
