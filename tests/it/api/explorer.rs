@@ -9,7 +9,7 @@
 //!
 //! Not for: the document itself (`api::schema`).
 
-use crate::support::dashboard::{create_user, PASSWORD};
+use crate::support::dashboard::create_user;
 use crate::support::*;
 use headless_chrome::Browser;
 use std::time::{Duration, Instant};
@@ -31,19 +31,7 @@ fn explorer_renders_the_four_operations_offline() {
     let origin = format!("https://127.0.0.1:{}", server.https.port());
     // The explorer opens for a signed-in dashboard user (a browser cannot
     // send the bearer header when it opens a page).
-    tab.navigate_to(&format!("{origin}/dashboard/login/"))
-        .expect("navigate")
-        .wait_until_navigated()
-        .expect("login page loads");
-    tab.wait_for_element("#email").unwrap().click().unwrap();
-    tab.send_character("dev@explorer.test").unwrap();
-    tab.wait_for_element("#password").unwrap().click().unwrap();
-    tab.send_character(PASSWORD).unwrap();
-    tab.wait_for_element("button[type=submit]")
-        .unwrap()
-        .click()
-        .unwrap();
-    tab.wait_for_element("#total").expect("signed in");
+    crate::support::browser::sign_in(&tab, &origin, "dev@explorer.test");
     tab.navigate_to(&format!("{origin}/api/docs/"))
         .expect("navigate")
         .wait_until_navigated()

@@ -6,35 +6,14 @@
 //! Not for: the page's other rules (`dashboard::verifications`).
 
 use super::*;
-use crate::support::dashboard::{create_user, PASSWORD};
-use headless_chrome::{Browser, Tab};
+use crate::support::browser::{sign_in, submit as click, text};
+use crate::support::dashboard::create_user;
+use headless_chrome::Browser;
 use serde_json::json;
 use std::time::Duration;
 
 fn browser(profile: &std::path::Path) -> Browser {
     crate::support::browser::browser(profile, (1100, 900))
-}
-
-fn text(tab: &Tab, selector: &str) -> String {
-    tab.wait_for_element(selector)
-        .unwrap_or_else(|e| panic!("{selector}: {e}"))
-        .get_inner_text()
-        .expect("inner text")
-}
-
-/// Clicks `selector` and waits for `then` on the next page.
-fn click(tab: &Tab, selector: &str, then: &str) {
-    tab.wait_for_element(selector)
-        .expect(selector)
-        .click()
-        .expect("click");
-    if tab.wait_for_element(then).is_err() {
-        panic!(
-            "no {then} after clicking {selector} at {}:\n{}",
-            tab.get_url(),
-            tab.get_content().unwrap_or_default()
-        );
-    }
 }
 
 #[test]
@@ -50,14 +29,7 @@ fn a_test_key_from_the_dashboard_and_totals_of_one_mode_at_a_time() {
     let tab = browser.new_tab().expect("tab");
     tab.set_default_timeout(Duration::from_secs(30));
     let origin = format!("https://127.0.0.1:{}", server.https.port());
-    tab.navigate_to(&format!("{origin}/dashboard/login/"))
-        .unwrap();
-    tab.wait_until_navigated().unwrap();
-    tab.wait_for_element("#email").unwrap().click().unwrap();
-    tab.send_character("ann@acme.test").unwrap();
-    tab.wait_for_element("#password").unwrap().click().unwrap();
-    tab.send_character(PASSWORD).unwrap();
-    click(&tab, "button[type=submit].main", "#total");
+    sign_in(&tab, &origin, "ann@acme.test");
 
     tab.navigate_to(&format!("{origin}/dashboard/keys/"))
         .unwrap();

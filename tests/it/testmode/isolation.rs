@@ -40,19 +40,8 @@ fn an_idempotency_key_is_a_key_per_mode() {
     let company = s.create_company("acme");
     let live = s.create_key(company);
     let test = test_key(&s, company);
-    let create = |token: &str| {
-        let auth = format!("Bearer {token}");
-        s.request(
-            "POST",
-            COLLECTION,
-            &[
-                ("Authorization", &auth),
-                ("Content-Type", "application/json"),
-                ("Idempotency-Key", "signup-42"),
-            ],
-            body(RU_PHONE).to_string().as_bytes(),
-        )
-    };
+    let create =
+        |token: &str| s.create_keyed(token, "signup-42", body(RU_PHONE).to_string().as_bytes());
     let first_live = create(&live);
     let first_test = create(&test);
     assert_eq!(first_live.status, 201, "{}", first_live.text());
