@@ -78,8 +78,8 @@ fn key_create(admin: &Admin, company: i64, label: &str, kind: KeyKind, out: &Out
 /// The keys as a text table.
 fn key_table(all: &[KeyRow]) -> String {
     let mut s = format!(
-        "{:<8}  {:>7}  {:<24}  {:>9}  {:<24}  {}",
-        "PREFIX", "COMPANY", "LABEL", "LIMIT/MIN", "LAST USED", "REVOKED"
+        "{:<8}  {:>7}  {:<4}  {:<24}  {:>9}  {:<24}  {}",
+        "PREFIX", "COMPANY", "MODE", "LABEL", "LIMIT/MIN", "LAST USED", "REVOKED"
     );
     for k in all {
         let limit = match k.rate_limit_per_minute {
@@ -90,9 +90,10 @@ fn key_table(all: &[KeyRow]) -> String {
             ),
         };
         s.push_str(&format!(
-            "\n{:<8}  {:>7}  {:<24}  {:>9}  {:<24}  {}",
+            "\n{:<8}  {:>7}  {:<4}  {:<24}  {:>9}  {:<24}  {}",
             k.prefix,
             k.company_id,
+            if k.livemode { "live" } else { "test" },
             k.label,
             limit,
             k.last_used_at.map(|t| t.to_rfc3339()).unwrap_or("-".into()),

@@ -16,6 +16,7 @@ mod isolation;
 mod operations;
 mod pools;
 mod purge;
+mod schema;
 mod simulate;
 
 use crate::support::*;
