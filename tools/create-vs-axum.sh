@@ -34,6 +34,9 @@ DURATION=${DURATION:-10}
 ROUNDS=${ROUNDS:-2}
 KEYS=${KEYS:-40}
 CONNECTIONS=${CONNECTIONS:-50}
+# wrk needs at least one connection per thread: CONNECTIONS=1 is a client
+# that sends one request at a time.
+WRK_THREADS=$((CONNECTIONS < 2 ? CONNECTIONS : 2))
 POOL_MAX=1048000
 POOL=${POOL:-$((50000 * DURATION * ROUNDS < POOL_MAX ? 50000 * DURATION * ROUNDS : POOL_MAX))}
 # A development URL on loopback's discard port: accepted by both servers'
@@ -152,7 +155,7 @@ EOF
 
 run() { # mode name addr round
   MODE=$1 KEYS_FILE="$DIR/$2.keys" IDS_FILE="$DIR/$2.ids" \
-    wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" --latency -s "$DIR/bench.lua" "https://$3/" \
+    wrk -t"$WRK_THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --latency -s "$DIR/bench.lua" "https://$3/" \
     > "$DIR/$1-$2-$4.txt"
   awk -v label="$1 $2 round $4" '
     /^Requests\/sec:/ { rps = $2 }
@@ -171,7 +174,7 @@ for round in $(seq "$ROUNDS"); do
   run get axum "$AX_ADDR" "$round"
 done
 
-echo "== summary: wrk -t2 -c$CONNECTIONS -d${DURATION}s, $KEYS keys, $ROUNDS rounds; load average now: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "== summary: wrk -t$WRK_THREADS -c$CONNECTIONS -d${DURATION}s, $KEYS keys, $ROUNDS rounds; load average now: $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 - "$DIR" "$ROUNDS" <<'EOF'
 import re, sqlite3, statistics, sys
 d, rounds = sys.argv[1], int(sys.argv[2])

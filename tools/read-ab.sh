@@ -5,14 +5,17 @@
 # held newest ones were read on the worker's own connection), B this tree.
 #
 # Each round starts each build's server afresh on an empty database with
-# a pool of PREFILL + 10,000 numbers, then:
+# a pool of PREFILL + POOL_EXTRA numbers, then:
 #   1. its cheapest route: dialproof-load --mix get=1 (GET /, a 404) for
 #      DURATION seconds, CONNECTIONS in flight;
 #   2. reads over a working set: dialproof-load --prefill PREFILL (that many
 #      verifications created first, over KEYS keys, not timed) then
 #      --mix read=1 --working-set (all of them) --zipf ZIPF for DURATION
 #      seconds: GETs of random ids among everything created, as clients
-#      poll the many verifications they created, not one.
+#      poll the many verifications they created, not one. MIX replaces
+#      `read=1`, e.g. MIX=read=9,create=1: clients poll while others
+#      create, so the database changes under the reads (POOL_EXTRA numbers
+#      beyond the prefill must cover the run's creates).
 # It prints, per run, the read rate, its ratio to the same server's GET /,
 # the server's CPU time per answer (--server-pid: less disturbed by other
 # load on the machine than a rate), and at the end the medians and B/A.
@@ -20,6 +23,7 @@
 #   bash tools/read-ab.sh
 #   BASE=<commit> ROUNDS=3 PREFILL=150000 DURATION=10 ZIPF=0 bash tools/read-ab.sh
 #   BASE_BIN=path/to/old/dialproof bash tools/read-ab.sh   # skip building BASE
+#   MIX=read=9,create=1 POOL_EXTRA=200000 bash tools/read-ab.sh
 #
 # BASE is built from a git worktree under target/ab-base into the same
 # target directory as this tree (only the workspace's crates are built
@@ -35,9 +39,12 @@ PREFILL=${PREFILL:-150000}
 CONNECTIONS=${CONNECTIONS:-50}
 KEYS=${KEYS:-20}
 ZIPF=${ZIPF:-0}
+MIX=${MIX:-read=1}
+POOL_EXTRA=${POOL_EXTRA:-10000}
 TARGET=${CARGO_TARGET_DIR:-$PWD/target}
 OUT=$(mktemp -d /tmp/dialproof-read-ab.XXXXXX)
 
+A_NAME=${BASE_BIN:-$BASE}
 if [ -z "${BASE_BIN:-}" ]; then
   WT=$PWD/target/ab-base/src
   if [ ! -d "$WT" ]; then git worktree add -f --detach "$WT" "$BASE" >/dev/null; fi
@@ -58,12 +65,12 @@ trap '[ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null; wait 2>/dev/null || true' 
 # run NAME BINARY ROUND: one fresh server, its GET / and its reads.
 run() {
   local name=$1 bin=$2 round=$3 dir="$OUT/$1-$3"
-  start_bench_server "$dir" "$bin" $((PREFILL + 10000))
+  start_bench_server "$dir" "$bin" $((PREFILL + POOL_EXTRA))
   local common=(--target "https://$HTTPS" --cacert "$dir/data/tls/cert.pem"
     --concurrency "$CONNECTIONS" --threads 2 --duration "$DURATION" --quiet
     --server-pid "$SERVER")
   "$LOAD" "${common[@]}" --mix get=1 --path / --json "$dir/get.json"
-  "$LOAD" "${common[@]}" --mix read=1 --setup-local "$KEYS" --config "$dir/dialproof.toml" \
+  "$LOAD" "${common[@]}" --mix "$MIX" --setup-local "$KEYS" --config "$dir/dialproof.toml" \
     --dialproof-bin "$bin" --prefill "$PREFILL" --working-set "$PREFILL" --zipf "$ZIPF" \
     --ttl 3600 --json "$dir/read.json"
   stop_bench_server
@@ -89,7 +96,7 @@ for round in $(seq "$ROUNDS"); do
 done
 
 echo "== $(date -u +%Y-%m-%d) on $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg);" \
-  "A = $BASE, B = this tree; PREFILL=$PREFILL ZIPF=$ZIPF DURATION=$DURATION CONNECTIONS=$CONNECTIONS KEYS=$KEYS"
+  "A = $A_NAME, B = this tree; PREFILL=$PREFILL MIX=$MIX ZIPF=$ZIPF DURATION=$DURATION CONNECTIONS=$CONNECTIONS KEYS=$KEYS"
 python3 - "$OUT/figures" <<'EOF'
 import statistics, sys
 rows = [line.split() for line in open(sys.argv[1])]
