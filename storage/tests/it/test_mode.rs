@@ -124,3 +124,30 @@ fn the_purge_takes_ended_test_rows_only() {
     assert_eq!(db.count("SELECT COUNT(*) FROM rejections"), 1);
     assert_eq!(purge(&store, T0.plus_seconds(1)), 0, "done");
 }
+
+/// A design choice: the dashboard's totals of either mode are counted from
+/// indexes alone (migration 6's partial indexes of test rows, covering),
+/// so a company's live totals never read its rows, however many are test
+/// rows or live.
+#[test]
+fn the_test_counts_of_the_totals_read_covering_partial_indexes() {
+    let db = db();
+    drop(db.store());
+    for sql in [
+        "SELECT COUNT(*) FROM verifications WHERE company_id = 1 AND livemode = 0 \
+         AND created_at >= 1 AND created_at < 2",
+        "SELECT COUNT(*) FROM verifications WHERE company_id = 1 AND livemode = 0 \
+         AND status = 'completed' AND created_at >= 1 AND created_at < 2",
+        "SELECT COUNT(*) FROM rejections WHERE company_id = 1 AND livemode = 0 \
+         AND created_at >= 1 AND created_at < 2",
+    ] {
+        let plan: String = db
+            .sql()
+            .query_row(&format!("EXPLAIN QUERY PLAN {sql}"), [], |r| r.get(3))
+            .expect("plan");
+        assert!(
+            plan.contains("COVERING INDEX") && plan.contains("_test_company"),
+            "the totals' test counts must read only a covering partial index: {sql}\n{plan}"
+        );
+    }
+}
