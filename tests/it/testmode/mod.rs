@@ -3,8 +3,11 @@
 //! simulated call answers in each state and for each bad body
 //! ([`simulate`]), test and live never seeing each other's data
 //! ([`isolation`]), the test pools apart from the live ones and the magic
-//! 503 ([`pools`]), the purge after the retention ([`purge`]), and the
-//! dashboard's test key and test/live switch in a browser ([`dashboard`]).
+//! 503 ([`pools`]), the purge after the retention ([`purge`]), the
+//! dashboard's test key and test/live switch in a browser ([`dashboard`]),
+//! a generated Python client ([`client`]), schemathesis with a test key
+//! ([`schema`]), a restart and `dialproof check` ([`operations`]), and a
+//! real INVITE to a test number ([`sip`]).
 //!
 //! Not for: the number range and the decision order themselves (unit tests
 //! in `engine/src/test_pool.rs` and `engine/src/simulated_call.rs`).
@@ -18,6 +21,7 @@ mod pools;
 mod purge;
 mod schema;
 mod simulate;
+mod sip;
 
 use crate::support::*;
 use serde_json::Value;
