@@ -133,13 +133,21 @@ fn invalid(ctx: &Api, errors: &FieldErrors) -> Response {
 /// for the dashboard's totals (stored before the answer), and logged at
 /// WARNING.
 fn reject_no_number(ctx: &Api, key: &KeyRow, input: &CreateRequest, now: UnixMillis) -> Response {
-    Metrics::inc(&ctx.metrics.creates_rejected_no_number[input.pool.index()]);
-    tracing::warn!(
-        key = %key.prefix,
-        company_id = key.company_id,
-        pool = input.pool.as_str(),
-        "no dial number available; create rejected with 503"
-    );
+    if key.livemode {
+        Metrics::inc(&ctx.metrics.creates_rejected_no_number[input.pool.index()]);
+        tracing::warn!(
+            key = %key.prefix,
+            company_id = key.company_id,
+            pool = input.pool.as_str(),
+            "no dial number available; create rejected with 503"
+        );
+    } else {
+        // A test pool (or the magic phone) is the client's business, not a
+        // live number shortage: its own counter, and no WARNING.
+        Metrics::inc(&ctx.metrics.test_creates_rejected_no_number);
+        tracing::info!(key = %key.prefix, company_id = key.company_id,
+            pool = input.pool.as_str(), "test mode: no test number; create answered 503");
+    }
     let rejection = NewRejection {
         company_id: key.company_id,
         api_key_id: key.id,
@@ -219,7 +227,11 @@ fn commit_created(ctx: &Api, key: &KeyRow, row: VerificationRow, keyed: Option<K
             return server_error(ctx);
         }
     }
-    Metrics::inc(&ctx.metrics.creates_ok);
+    Metrics::inc(if key.livemode {
+        &ctx.metrics.creates_ok
+    } else {
+        &ctx.metrics.test_creates_ok
+    });
     tracing::info!(verification_id = %id, key = %key.prefix, %dial_number, "verification created");
     idempotent::created(body, &id)
 }

@@ -119,6 +119,11 @@ pub struct Metrics {
     pub creates_ok: AtomicU64,
     /// 503s, per pool (`Pool::index`).
     pub creates_rejected_no_number: [AtomicU64; 2],
+    /// Test mode's creates: 201s and 503s, counted apart so a client's CI
+    /// (the magic phone, a full test pool) never looks like live numbers
+    /// running out to the operator's alerts.
+    pub test_creates_ok: AtomicU64,
+    pub test_creates_rejected_no_number: AtomicU64,
     pub creates_invalid: AtomicU64,
     /// Creates answered with a key's stored 201.
     pub creates_replayed: AtomicU64,

@@ -93,3 +93,47 @@ fn the_magic_phone_always_gets_the_503_in_test_mode_only() {
     // A live key gets a real number for it (it is a valid phone).
     s.create_ok(&live, &body(magic));
 }
+
+/// The operator's "pool exhausted" alert reads the live 503s only: test
+/// mode's creates and 503s (the magic phone) count in a family of their
+/// own, and log no WARNING.
+#[test]
+fn test_mode_creates_and_503s_are_counted_apart_from_live_ones() {
+    use crate::support::ops::{metric, start_with_ops};
+    let (s, ops) = start_with_ops(&pools(1, 1));
+    let test = test_key(&s, s.create_company("acme"));
+    s.create_ok(&test, &body(RU_PHONE));
+    assert_no_number(&s.create(&test, &body("+442079460503")), "magic");
+    let live_503 = |pool: &str| {
+        metric(
+            ops,
+            &format!("dialproof_creates_total{{outcome=\"no_number\",pool=\"{pool}\"}}"),
+        )
+    };
+    assert_eq!(live_503("domestic"), Some(0.0));
+    assert_eq!(live_503("international"), Some(0.0));
+    assert_eq!(
+        metric(ops, "dialproof_creates_total{outcome=\"created\"}"),
+        Some(0.0)
+    );
+    assert_eq!(
+        metric(
+            ops,
+            "dialproof_test_mode_creates_total{outcome=\"created\"}"
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        metric(
+            ops,
+            "dialproof_test_mode_creates_total{outcome=\"no_number\"}"
+        ),
+        Some(1.0)
+    );
+    assert!(
+        !s.logs()
+            .lines()
+            .any(|l| l.contains("WARN") && l.contains("no dial number")),
+        "a test 503 is not a live shortage"
+    );
+}
