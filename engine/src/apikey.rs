@@ -39,15 +39,6 @@ impl KeyKind {
     pub fn is_live(self) -> bool {
         self == KeyKind::Live
     }
-
-    /// The kind of a stored `livemode` flag.
-    pub fn from_livemode(livemode: bool) -> KeyKind {
-        if livemode {
-            KeyKind::Live
-        } else {
-            KeyKind::Test
-        }
-    }
 }
 pub const KEY_PREFIX_LEN: usize = 8;
 pub const SECRET_LEN: usize = 32;
