@@ -67,6 +67,7 @@ fn row(i: u64, company_id: i64, api_key_id: i64) -> VerificationRow {
         lease_generation: 1,
         failure_reason: None,
         idempotency_key: None,
+        livemode: true,
         caller_evidence: None,
     }
 }

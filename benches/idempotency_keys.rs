@@ -51,6 +51,7 @@ fn row(n: u64, at: UnixMillis, company_id: i64, api_key_id: i64) -> Verification
         lease_generation: 1,
         failure_reason: None,
         idempotency_key: Some(format!("bench-{n}")),
+        livemode: true,
         caller_evidence: None,
     }
 }

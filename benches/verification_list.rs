@@ -105,7 +105,7 @@ fn time_page(reader: &Reader, f: &ListFilter) -> (Duration, usize) {
     let started = Instant::now();
     let page = reader.verification_list(f).expect("list");
     let totals = reader
-        .verification_totals(f.company_id, f.from, f.to, bucket)
+        .verification_totals((f.company_id, f.livemode), f.from, f.to, bucket)
         .expect("totals");
     std::hint::black_box(&totals);
     (started.elapsed(), page.rows.len())
@@ -178,6 +178,7 @@ fn main() {
     let reader = Reader::open(&path).expect("reader");
     let base = ListFilter {
         company_id: acme,
+        livemode: true,
         from: UnixMillis(NOW - 7 * DAY_MS),
         to: UnixMillis(NOW + DAY_MS),
         status: None,

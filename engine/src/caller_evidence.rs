@@ -13,6 +13,9 @@
 //! - `unverified`: anything else, including any verdict from a provider the
 //!   line does not trust (anyone can write `verstat` into a From).
 //!
+//! A test-mode verification completed by `simulate-call` records
+//! `simulated` for both: no network vouched for anything.
+//!
 //! A line may refuse callers below a minimum ([`CallerIdTrust::meets`]).
 //! `failed` ranks with `unverified`: the default minimum accepts both (as
 //! the service always did) and reports the verdict; any higher minimum
@@ -27,6 +30,8 @@ pub enum CallerIdSource {
     PAssertedIdentity,
     RemotePartyId,
     From,
+    /// No header: test mode's simulated call.
+    Simulated,
 }
 
 impl CallerIdSource {
@@ -36,6 +41,7 @@ impl CallerIdSource {
             CallerIdSource::PAssertedIdentity => "p_asserted_identity",
             CallerIdSource::RemotePartyId => "remote_party_id",
             CallerIdSource::From => "from",
+            CallerIdSource::Simulated => "simulated",
         }
     }
 
@@ -44,6 +50,7 @@ impl CallerIdSource {
             "p_asserted_identity" => Some(CallerIdSource::PAssertedIdentity),
             "remote_party_id" => Some(CallerIdSource::RemotePartyId),
             "from" => Some(CallerIdSource::From),
+            "simulated" => Some(CallerIdSource::Simulated),
             _ => None,
         }
     }
@@ -56,6 +63,8 @@ pub enum CallerIdTrust {
     Failed,
     Asserted,
     Unverified,
+    /// Test mode's simulated call: no network was involved.
+    Simulated,
 }
 
 impl CallerIdTrust {
@@ -66,6 +75,7 @@ impl CallerIdTrust {
             CallerIdTrust::Failed => "failed",
             CallerIdTrust::Asserted => "asserted",
             CallerIdTrust::Unverified => "unverified",
+            CallerIdTrust::Simulated => "simulated",
         }
     }
 
@@ -75,6 +85,7 @@ impl CallerIdTrust {
             "failed" => Some(CallerIdTrust::Failed),
             "asserted" => Some(CallerIdTrust::Asserted),
             "unverified" => Some(CallerIdTrust::Unverified),
+            "simulated" => Some(CallerIdTrust::Simulated),
             _ => None,
         }
     }
@@ -82,14 +93,15 @@ impl CallerIdTrust {
     /// A line's `min_caller_id_trust`: `unverified`, `asserted` or
     /// `verified` (`failed` is no minimum anyone would ask for).
     pub fn parse_minimum(text: &str) -> Option<CallerIdTrust> {
-        CallerIdTrust::parse(text).filter(|t| *t != CallerIdTrust::Failed)
+        CallerIdTrust::parse(text)
+            .filter(|t| !matches!(t, CallerIdTrust::Failed | CallerIdTrust::Simulated))
     }
 
     /// The order a minimum compares in; `failed` ranks with `unverified`
     /// (see the module doc).
     fn rank(self) -> u8 {
         match self {
-            CallerIdTrust::Failed | CallerIdTrust::Unverified => 0,
+            CallerIdTrust::Failed | CallerIdTrust::Unverified | CallerIdTrust::Simulated => 0,
             CallerIdTrust::Asserted => 1,
             CallerIdTrust::Verified => 2,
         }

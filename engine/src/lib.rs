@@ -22,6 +22,8 @@
 //! header, the fingerprint, the claims), [`ssrf`] (the special-purpose
 //! address ranges),
 //! [`caller_evidence`] (how far the network vouches for a caller ID),
+//! [`test_pool`] and [`simulated_call`] (test mode's numbers and its
+//! simulated calls),
 //! [`number_health`] (numbers that stopped ringing, and their quarantine),
 //! [`ha`] (automatic failover: campaign, lease renewal, fence, promotion),
 //! [`ids`], [`apikey`] and [`csrf`] (tokens), [`webhook`],
@@ -50,8 +52,10 @@ pub mod number_health;
 pub mod pool;
 pub mod promotion;
 pub mod ratelimit;
+pub mod simulated_call;
 pub mod sip;
 pub mod ssrf;
+pub mod test_pool;
 pub mod time;
 pub mod validate;
 pub mod verification;

@@ -33,6 +33,8 @@ pub struct PayloadFields<'a> {
     /// The moment of the terminal event: the call for completed, the TTL
     /// expiry for expired, the failure for failed.
     pub completed_at: UnixMillis,
+    /// `false` for a test-mode verification.
+    pub livemode: bool,
 }
 
 #[derive(Serialize)]
@@ -52,6 +54,7 @@ struct Body<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     caller_id_trust: Option<Option<&'static str>>,
     completed_at: String,
+    livemode: bool,
 }
 
 /// The exact bytes POSTed to the client.
@@ -70,6 +73,7 @@ pub fn payload_json(f: &PayloadFields<'_>) -> String {
         caller_id_source: evidence(|e| e.source.as_str()),
         caller_id_trust: evidence(|e| e.trust.as_str()),
         completed_at: f.completed_at.to_rfc3339(),
+        livemode: f.livemode,
     };
     // Serialising a struct of strings cannot fail.
     serde_json::to_string(&body).unwrap_or_default()
@@ -115,6 +119,7 @@ mod tests {
                 trust: crate::caller_evidence::CallerIdTrust::Verified,
             }),
             completed_at: UnixMillis(0),
+            livemode: true,
         });
         let v: serde_json::Value = serde_json::from_str(&body).unwrap();
         assert_eq!(v["type"], "verification.completed");
@@ -122,7 +127,8 @@ mod tests {
         assert_eq!(v["completed_at"], "1970-01-01T00:00:00.000Z");
         assert_eq!(v["caller_id_source"], "p_asserted_identity");
         assert_eq!(v["caller_id_trust"], "verified");
-        assert_eq!(v.as_object().unwrap().len(), 10);
+        assert_eq!(v["livemode"], true);
+        assert_eq!(v.as_object().unwrap().len(), 11);
     }
 
     #[test]
@@ -137,6 +143,7 @@ mod tests {
             caller_id: Some("+1"),
             caller_evidence: None,
             completed_at: UnixMillis(0),
+            livemode: true,
         });
         assert!(!body.contains("caller_id"));
     }

@@ -115,6 +115,23 @@ impl fmt::Display for NotHttpUrl {
 
 impl std::error::Error for NotHttpUrl {}
 
+/// A company's test pool size as an operator writes it: `default` (`None`:
+/// the service's default, `dialproof_engine::test_pool::POOL_SIZE_DEFAULT`)
+/// or a whole number 0..=`POOL_SIZE_MAX` (0: every test create is a 503);
+/// `Err` names the accepted values.
+pub fn parse_test_pool_size(text: &str) -> Result<Option<u32>, String> {
+    use dialproof_engine::test_pool::POOL_SIZE_MAX;
+    if text == "default" {
+        return Ok(None);
+    }
+    match text.parse::<u32>() {
+        Ok(n) if n <= POOL_SIZE_MAX => Ok(Some(n)),
+        _ => Err(format!(
+            "test pool size must be 0..={POOL_SIZE_MAX} or `default`, got {text:?}"
+        )),
+    }
+}
+
 /// The development URL prefix in `raw`, trimmed (as storage keeps it), if
 /// it starts with `http://` or `https://` (plain `http` is allowed: a
 /// development receiver is often a laptop).

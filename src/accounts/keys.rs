@@ -14,7 +14,7 @@
 //! (plain storage calls, `dialproof_storage::Admin`).
 
 use crate::shared::rate_limiters::RateLimiters;
-use dialproof_engine::apikey;
+use dialproof_engine::apikey::{self, KeyKind};
 use dialproof_engine::time::UnixMillis;
 use dialproof_engine::CompanyId;
 use dialproof_storage::{Admin, KeyRow, StorageError};
@@ -82,21 +82,23 @@ pub struct NewKey {
     pub token: String,
 }
 
-/// Mints a key for `company` labelled `label` and stores it.
+/// Mints a key of `kind` (live, or test: `svc_test_`, which works only
+/// in test mode) for `company` labelled `label` and stores it.
 pub fn create(
     admin: &Admin,
     company: CompanyId,
     label: &Label,
+    kind: KeyKind,
     now: UnixMillis,
 ) -> Result<NewKey, StorageError> {
     let mut random = [0u8; apikey::KEY_PREFIX_LEN + apikey::SECRET_LEN];
     rand::thread_rng().fill_bytes(&mut random);
-    let minted = apikey::mint(&random);
-    let row = admin.create_key(
+    let minted = apikey::mint(kind, &random);
+    let row = admin.create_key_in_mode(
         company,
         label.as_str(),
-        &minted.prefix,
-        &minted.secret_hash,
+        (&minted.prefix, &minted.secret_hash),
+        kind.is_live(),
         now,
     )?;
     Ok(NewKey {

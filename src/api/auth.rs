@@ -48,7 +48,12 @@ pub fn authenticate(ctx: &Api, req: &Request, now: UnixMillis) -> Result<KeyRow,
     let Some(key) = ctx.keys.key_or_refresh(parsed.prefix, now) else {
         return Err(unauthorized(texts::INVALID_KEY));
     };
-    if key.revoked_at.is_some() || !verify_secret(parsed.secret, &key.secret_hash) {
+    // A token's kind must be its key's mode: `svc_live_` with a test key's
+    // prefix and secret is not that key.
+    if key.revoked_at.is_some()
+        || parsed.kind.is_live() != key.livemode
+        || !verify_secret(parsed.secret, &key.secret_hash)
+    {
         return Err(unauthorized(texts::INVALID_KEY));
     }
     Ok(key)

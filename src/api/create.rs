@@ -21,6 +21,7 @@ use crate::openapi::NoNumberAvailable;
 use crate::shared::metrics::Metrics;
 use crate::shared::wait::{Committing, Outcome};
 use dialproof_engine::ids::VerificationKey;
+use dialproof_engine::test_pool;
 use dialproof_engine::time::UnixMillis;
 use dialproof_engine::validate::{
     media_type, parse_create, CreateError, CreateRequest, FieldErrors,
@@ -56,7 +57,7 @@ pub fn create(ctx: &Api, req: &Request, key: &KeyRow, now: UnixMillis) -> Respon
     if let Some(answer) = ssrf_refusal(ctx, key, &input.webhook_url) {
         return answer;
     }
-    let Some((dial_number, generation)) = ctx.leases.lease(input.pool, key.company_id) else {
+    let Some((dial_number, generation)) = lease(ctx, key, &input) else {
         if let Some(answer) = keyed.and_then(|k| idempotent::stored(ctx, k)) {
             return answer;
         }
@@ -65,8 +66,27 @@ pub fn create(ctx: &Api, req: &Request, key: &KeyRow, now: UnixMillis) -> Respon
     let id = VerificationKey::new(now, rand::random::<u128>()).id();
     let started = verification_start::start(input, (dial_number, generation), now);
     let mut row = VerificationRow::new(id.as_str().to_owned(), key.company_id, key.id, started);
+    row.livemode = key.livemode;
     row.idempotency_key = keyed.as_ref().map(|k| k.key().as_str().to_owned());
     commit_created(ctx, key, row, keyed)
+}
+
+/// A number for the create: a live key's from the live pools, a test
+/// key's from its company's test pool of the phone's kind (the magic phone
+/// never gets one: its create is the 503 a client must learn to handle).
+fn lease(ctx: &Api, key: &KeyRow, input: &CreateRequest) -> Option<(String, u32)> {
+    if key.livemode {
+        return ctx.leases.lease(input.pool, key.company_id);
+    }
+    if input.phone == test_pool::MAGIC_NO_NUMBER_PHONE {
+        return None;
+    }
+    let size = ctx
+        .keys
+        .company(key.company_id)
+        .and_then(|c| c.test_pool_size)
+        .unwrap_or(test_pool::POOL_SIZE_DEFAULT);
+    ctx.leases.lease_test(input.pool, key.company_id, size)
 }
 
 /// The body parsed and every field checked (and, when some field is
@@ -113,13 +133,21 @@ fn invalid(ctx: &Api, errors: &FieldErrors) -> Response {
 /// for the dashboard's totals (stored before the answer), and logged at
 /// WARNING.
 fn reject_no_number(ctx: &Api, key: &KeyRow, input: &CreateRequest, now: UnixMillis) -> Response {
-    Metrics::inc(&ctx.metrics.creates_rejected_no_number[input.pool.index()]);
-    tracing::warn!(
-        key = %key.prefix,
-        company_id = key.company_id,
-        pool = input.pool.as_str(),
-        "no dial number available; create rejected with 503"
-    );
+    if key.livemode {
+        Metrics::inc(&ctx.metrics.creates_rejected_no_number[input.pool.index()]);
+        tracing::warn!(
+            key = %key.prefix,
+            company_id = key.company_id,
+            pool = input.pool.as_str(),
+            "no dial number available; create rejected with 503"
+        );
+    } else {
+        // A test pool (or the magic phone) is the client's business, not a
+        // live number shortage: its own counter, and no WARNING.
+        Metrics::inc(&ctx.metrics.test_creates_rejected_no_number);
+        tracing::info!(key = %key.prefix, company_id = key.company_id,
+            pool = input.pool.as_str(), "test mode: no test number; create answered 503");
+    }
     let rejection = NewRejection {
         company_id: key.company_id,
         api_key_id: key.id,
@@ -127,6 +155,7 @@ fn reject_no_number(ctx: &Api, key: &KeyRow, input: &CreateRequest, now: UnixMil
         pool: input.pool,
         reason: texts::NO_NUMBER_REASON.to_owned(),
         at: now,
+        livemode: key.livemode,
     };
     // Stored before the answer, like a create: the spec counts every
     // rejection in the dashboard. One that did not commit (or is not known
@@ -198,7 +227,11 @@ fn commit_created(ctx: &Api, key: &KeyRow, row: VerificationRow, keyed: Option<K
             return server_error(ctx);
         }
     }
-    Metrics::inc(&ctx.metrics.creates_ok);
+    Metrics::inc(if key.livemode {
+        &ctx.metrics.creates_ok
+    } else {
+        &ctx.metrics.test_creates_ok
+    });
     tracing::info!(verification_id = %id, key = %key.prefix, %dial_number, "verification created");
     idempotent::created(body, &id)
 }

@@ -15,7 +15,7 @@ use crate::http::{Request, Response};
 use crate::shared::idempotency::Claim;
 use crate::shared::metrics::Metrics;
 use crate::shared::wait::{wait_until_applied, Committing, Outcome};
-use dialproof_engine::idempotency::{self, Answer, Begin, Fingerprint, IdempotencyKey};
+use dialproof_engine::idempotency::{self, Answer, Begin, Fingerprint, IdempotencyKey, Space};
 use dialproof_engine::time::UnixMillis;
 use dialproof_engine::validate::CreateRequest;
 use dialproof_storage::{KeyRow, KeyedCreate, StoredKey};
@@ -89,7 +89,10 @@ pub fn begin(
     now: UnixMillis,
 ) -> Result<Keyed, Response> {
     let fingerprint = Fingerprint::of(input);
-    let company = caller.company_id;
+    let company = Space {
+        company: caller.company_id,
+        livemode: caller.livemode,
+    };
     let mut begun = ctx.idempotency.begin(company, &key, fingerprint, now);
     if matches!(begun, Err(Begin::InFlight)) {
         // Its create may have committed a moment ago, with the consumer
@@ -117,7 +120,7 @@ pub fn stored(ctx: &Api, keyed: Keyed) -> Option<Response> {
     let key = keyed.key().as_str().to_owned();
     let expired_before = keyed.expired_before;
     let found = ctx.store.read_within(STORAGE_WAIT, move |r| {
-        r.idempotency_key(company, &key, expired_before)
+        r.idempotency_key((company.company, company.livemode), &key, expired_before)
     });
     match found {
         Outcome::Done(Some(taken)) => Some(answer_stored(ctx, Some(keyed.claim), taken)),
@@ -148,7 +151,11 @@ pub fn answer_stored(ctx: &Api, claim: Option<Claim>, taken: StoredKey) -> Respo
         Some(claim) => claim.found(answer.clone()),
         None => {
             if let Some(k) = &key {
-                ctx.idempotency.record(taken.company_id, k, answer.clone());
+                let space = Space {
+                    company: taken.company_id,
+                    livemode: taken.livemode,
+                };
+                ctx.idempotency.record(space, k, answer.clone());
             }
         }
     }

@@ -11,6 +11,7 @@ mod auth;
 mod create;
 pub mod envelope;
 mod idempotent;
+mod simulate;
 pub mod texts;
 mod verifications;
 
@@ -52,6 +53,10 @@ pub struct Api {
     pub idempotency: Arc<crate::shared::idempotency::IdempotencyKeys>,
     /// Set once this node may no longer act as the primary.
     pub fence: Arc<crate::shared::fence::Fence>,
+    /// The region a simulated call's caller ID is read in, per pool kind
+    /// (`Pool::index`): the `default_country` of the first configured line
+    /// with numbers of that kind, else Russia (read at start).
+    pub test_regions: [dialproof_engine::sip::number::Region; 2],
 }
 
 impl Api {
@@ -68,6 +73,8 @@ pub enum Route<'a> {
     Collection,
     Item(&'a str),
     Cancel(&'a str),
+    /// Test mode's simulated call.
+    SimulateCall(&'a str),
 }
 
 const COLLECTION: &str = "/api/v1/verifications/";
@@ -85,6 +92,9 @@ pub fn route(path: &str) -> Option<Route<'_>> {
     let segment_ok = |s: &str| !s.is_empty() && !s.contains('/');
     if segment_ok(rest) {
         return Some(Route::Item(rest));
+    }
+    if let Some(id) = rest.strip_suffix("/simulate-call") {
+        return segment_ok(id).then_some(Route::SimulateCall(id));
     }
     let id = rest.strip_suffix("/cancel")?;
     segment_ok(id).then_some(Route::Cancel(id))
@@ -130,7 +140,7 @@ pub fn handle(ctx: &Api, req: &Request, route: Route<'_>) -> Response {
         Err(answer) => return answer,
     };
     let allowed = match route {
-        Route::Collection | Route::Cancel(_) => "POST",
+        Route::Collection | Route::Cancel(_) | Route::SimulateCall(_) => "POST",
         Route::Item(_) | Route::Schema => "GET",
     };
     if req.method != allowed {
@@ -144,13 +154,21 @@ pub fn handle(ctx: &Api, req: &Request, route: Route<'_>) -> Response {
     let Some(key) = key else {
         return Response::detail(403, texts::KEY_REQUIRED);
     };
-    if ctx.fence.is_fenced() && matches!(route, Route::Collection | Route::Cancel(_)) {
+    // Every write: a simulated call completes a verification as a real one
+    // does, so a fenced node refuses it too.
+    if ctx.fence.is_fenced()
+        && matches!(
+            route,
+            Route::Collection | Route::Cancel(_) | Route::SimulateCall(_)
+        )
+    {
         return fenced();
     }
     match route {
         Route::Collection => create::create(ctx, req, &key, now),
         Route::Item(id) => verifications::read(ctx, &key, id),
         Route::Cancel(id) => verifications::cancel(ctx, &key, id, now),
+        Route::SimulateCall(id) => simulate::simulate(ctx, req, &key, id, now),
         Route::Schema => Response::json(200, crate::openapi::schema_json()),
     }
 }

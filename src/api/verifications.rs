@@ -12,7 +12,7 @@ use crate::shared::wait::{wait_until_applied, Committing, Outcome};
 use dialproof_engine::ids::VerificationId;
 use dialproof_engine::time::UnixMillis;
 use dialproof_engine::verification::{Event, Status};
-use dialproof_storage::{KeyRow, VerificationRow, WriteOp};
+use dialproof_storage::{KeyRow, Owner, VerificationRow, WriteOp};
 use std::time::Duration;
 
 /// How long a request waits for its commit or read. The writer commits in
@@ -21,8 +21,14 @@ pub(super) const STORAGE_WAIT: Duration = Duration::from_secs(30);
 
 /// The spec's Verification object for `row`, as the response body.
 pub fn render(row: &VerificationRow) -> String {
+    // A struct of strings and integers always serialises.
+    serde_json::to_string(&verification_object(row)).unwrap_or_default()
+}
+
+/// The spec's Verification object for `row`.
+pub(super) fn verification_object(row: &VerificationRow) -> Verification {
     let completed = row.status == Status::Completed;
-    let body = Verification {
+    Verification {
         verification_id: row.id.clone(),
         phone: row.phone.clone(),
         dial_number: row.dial_number.clone(),
@@ -50,9 +56,8 @@ pub fn render(row: &VerificationRow) -> String {
             .caller_evidence
             .filter(|_| completed)
             .map(|e| e.trust.as_str()),
-    };
-    // A struct of strings and integers always serialises.
-    serde_json::to_string(&body).unwrap_or_default()
+        livemode: row.livemode,
+    }
 }
 
 /// The DRF 500, counted as a storage error.
@@ -65,17 +70,25 @@ pub(super) fn server_error(ctx: &Api) -> Response {
 /// instead of the held rows.
 const HELD_ROWS_WAIT: Duration = Duration::from_millis(50);
 
+/// Whose rows `key` may see: its company's, in its own mode.
+pub(super) fn owner(key: &KeyRow) -> Owner {
+    Owner {
+        company_id: key.company_id,
+        livemode: key.livemode,
+    }
+}
+
 pub fn read(ctx: &Api, key: &KeyRow, id: &str) -> Response {
     let Some(id) = VerificationId::parse(id) else {
         return Response::detail(404, texts::NOT_FOUND);
     };
-    let company = key.company_id;
+    let owner = owner(key);
     // What was committed before this request came (a call whose final the
     // caller already heard, a cancel already answered) is in the held rows
     // first: the commit consumer trails the writer by microseconds, so
     // this rarely waits; if it ever waits too long, SQLite answers.
     let held = wait_until_applied(&ctx.commits, HELD_ROWS_WAIT)
-        .then(|| ctx.recent.get(id.as_str(), company))
+        .then(|| ctx.recent.get(id.as_str(), owner))
         .flatten();
     if let Some(body) = held {
         return Response::json(200, body.as_bytes().to_vec());
@@ -84,7 +97,7 @@ pub fn read(ctx: &Api, key: &KeyRow, id: &str) -> Response {
     // the hand-off to a reader thread and back.
     match ctx
         .store
-        .read_here(|r| r.verification(id.as_str(), company))
+        .read_here(|r| r.owned_verification(id.as_str(), owner))
     {
         Ok(Some(row)) => Response::json(200, render(&row)),
         Ok(None) => Response::detail(404, texts::NOT_FOUND),
@@ -101,7 +114,7 @@ pub fn cancel(ctx: &Api, key: &KeyRow, id: &str, now: UnixMillis) -> Response {
     };
     let result = ctx.store.commit(STORAGE_WAIT, |reply| WriteOp::Transition {
         id: id.as_str().to_owned(),
-        company_id: Some(key.company_id),
+        owner: Some(owner(key)),
         event: Event::Cancel { at: now },
         reply: Some(reply),
     });
@@ -115,7 +128,7 @@ pub fn cancel(ctx: &Api, key: &KeyRow, id: &str, now: UnixMillis) -> Response {
                 // the number "at once" (the commit consumer does it; wait
                 // for it, so the next create can be issued that number).
                 if row.status != Status::Pending {
-                    ctx.recent.ended(&row.id, row.company_id, body.clone());
+                    ctx.recent.ended(&row.id, row.owner(), body.clone());
                 }
                 if !wait_until_applied(&ctx.commits, STORAGE_WAIT) {
                     tracing::warn!(verification_id = %row.id,

@@ -8,6 +8,7 @@
 use super::{now, storage, KeyCmd, Output};
 use crate::accounts::keys::{self, Label};
 use anyhow::{bail, Result};
+use dialproof_engine::apikey::KeyKind;
 use dialproof_engine::time::UnixMillis;
 use dialproof_storage::{Admin, KeyRow};
 use serde_json::json;
@@ -24,12 +25,20 @@ fn key_json(k: &KeyRow) -> serde_json::Value {
         "rate_limit_per_minute": k.rate_limit_per_minute
             .unwrap_or(dialproof_engine::ratelimit::LIMIT_PER_MINUTE_DEFAULT),
         "rate_limit_is_default": k.rate_limit_per_minute.is_none(),
+        "livemode": k.livemode,
     })
 }
 
 pub(super) fn run(admin: &Admin, cmd: KeyCmd, out: &Output) -> Result<()> {
     match cmd {
-        KeyCmd::Create { company, label } => key_create(admin, company, &label, out)?,
+        KeyCmd::Create {
+            company,
+            label,
+            test,
+        } => {
+            let kind = if test { KeyKind::Test } else { KeyKind::Live };
+            key_create(admin, company, &label, kind, out)?
+        }
         KeyCmd::List { company } => {
             let all = storage(admin.list_keys(company))?;
             out.print(json!(all.iter().map(key_json).collect::<Vec<_>>()), || {
@@ -50,14 +59,16 @@ pub(super) fn run(admin: &Admin, cmd: KeyCmd, out: &Output) -> Result<()> {
 }
 
 /// A new key for `company`: the token is printed once, only its hash kept.
-fn key_create(admin: &Admin, company: i64, label: &str, out: &Output) -> Result<()> {
+fn key_create(admin: &Admin, company: i64, label: &str, kind: KeyKind, out: &Output) -> Result<()> {
     let label = Label::parse(label)?;
-    let keys::NewKey { row: k, token } = storage(keys::create(admin, company, &label, now()))?;
+    let keys::NewKey { row: k, token } =
+        storage(keys::create(admin, company, &label, kind, now()))?;
     let mut v = key_json(&k);
     v["token"] = json!(token);
+    let mode = if k.livemode { "live" } else { "test" };
     out.print(v, || {
         format!(
-            "key {} created for company {} (label {:?})\ntoken (shown once): {}",
+            "{mode} key {} created for company {} (label {:?})\ntoken (shown once): {}",
             k.prefix, k.company_id, k.label, token
         )
     });
@@ -67,8 +78,8 @@ fn key_create(admin: &Admin, company: i64, label: &str, out: &Output) -> Result<
 /// The keys as a text table.
 fn key_table(all: &[KeyRow]) -> String {
     let mut s = format!(
-        "{:<8}  {:>7}  {:<24}  {:>9}  {:<24}  {}",
-        "PREFIX", "COMPANY", "LABEL", "LIMIT/MIN", "LAST USED", "REVOKED"
+        "{:<8}  {:>7}  {:<4}  {:<24}  {:>9}  {:<24}  {}",
+        "PREFIX", "COMPANY", "MODE", "LABEL", "LIMIT/MIN", "LAST USED", "REVOKED"
     );
     for k in all {
         let limit = match k.rate_limit_per_minute {
@@ -79,9 +90,10 @@ fn key_table(all: &[KeyRow]) -> String {
             ),
         };
         s.push_str(&format!(
-            "\n{:<8}  {:>7}  {:<24}  {:>9}  {:<24}  {}",
+            "\n{:<8}  {:>7}  {:<4}  {:<24}  {:>9}  {:<24}  {}",
             k.prefix,
             k.company_id,
+            if k.livemode { "live" } else { "test" },
             k.label,
             limit,
             k.last_used_at.map(|t| t.to_rfc3339()).unwrap_or("-".into()),

@@ -130,6 +130,9 @@ pub enum CompanyCmd {
     /// Development URL prefixes one at a time: list, add, remove.
     #[command(subcommand)]
     DevUrl(DevUrlCmd),
+    /// Numbers in each of the company's test pools (domestic and
+    /// international), or `default`.
+    TestPoolSize { id: i64, size: String },
 }
 
 #[derive(Debug, Subcommand)]
@@ -152,6 +155,10 @@ pub enum KeyCmd {
         /// characters (the dashboard's rule too).
         #[arg(long)]
         label: String,
+        /// A test key (`svc_test_`): test pools, simulated calls, and it
+        /// never sees live verifications (nor a live key its).
+        #[arg(long)]
+        test: bool,
     },
     /// List keys (prefix, label, company, limit, last use, revocation).
     List {
@@ -262,6 +269,7 @@ fn company_json(c: &CompanyRow) -> serde_json::Value {
         "created_at": c.created_at.to_rfc3339(),
         "send_failed_webhooks": c.send_failed_webhooks,
         "dev_webhook_urls": c.dev_webhook_urls,
+        "test_pool_size": c.test_pool_size.unwrap_or(dialproof_engine::test_pool::POOL_SIZE_DEFAULT),
         "secret_rotated_grace_until": c.previous_secret_valid_until.map(UnixMillis::to_rfc3339),
     })
 }
@@ -343,6 +351,14 @@ fn company(admin: &Admin, cmd: CompanyCmd, out: &Output) -> Result<()> {
             print_dev_urls(out, id, &urls, "set");
         }
         CompanyCmd::DevUrl(cmd) => dev_url(admin, out, cmd)?,
+        CompanyCmd::TestPoolSize { id, size } => {
+            let size = companies::parse_test_pool_size(&size).map_err(anyhow::Error::msg)?;
+            storage(admin.set_test_pool_size(id, size))?;
+            let shown = size.unwrap_or(dialproof_engine::test_pool::POOL_SIZE_DEFAULT);
+            out.print(json!({"id": id, "test_pool_size": shown}), || {
+                format!("company {id}: {shown} numbers in each test pool")
+            });
+        }
     }
     Ok(())
 }

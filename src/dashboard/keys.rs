@@ -4,6 +4,9 @@
 //! deleting. Every change is scoped to the session's company, and reaches
 //! the key cache before the answer, so a revoked key is refused at once.
 //!
+//! A key is live or, with the form's "test key" box, a test-mode key
+//! (`svc_test_`); the list names each key's mode.
+//!
 //! Creation is `POST /api/dashboard/keys` (the spec's path), limited to 10
 //! per hour per user; over it, the DRF 429 body with `Retry-After`.
 //!
@@ -18,6 +21,7 @@ use super::Dashboard;
 use crate::accounts::keys::{self, Label, LabelError, LABEL_CHARS_MAX};
 use crate::http::{Request, Response};
 use askama::Template;
+use dialproof_engine::apikey::KeyKind;
 use dialproof_engine::ratelimit::{throttled_detail, LIMIT_PER_MINUTE_DEFAULT};
 use dialproof_storage::KeyRow;
 
@@ -30,6 +34,8 @@ struct KeyView {
     last_used: String,
     limit: String,
     revoked: Option<String>,
+    /// `live` or `test`.
+    mode: &'static str,
 }
 
 struct Created {
@@ -50,6 +56,7 @@ struct KeysPage {
 fn view(k: &KeyRow) -> KeyView {
     KeyView {
         label: k.label.clone(),
+        mode: if k.livemode { "live" } else { "test" },
         prefix: k.prefix.clone(),
         created: when(k.created_at),
         last_used: when_opt(k.last_used_at),
@@ -112,7 +119,13 @@ pub fn create(ctx: &Dashboard, req: &Request) -> Response {
         Err(e) => return show(ctx, &signed, 400, None, Some(label_refusal(e))),
     };
     let company = signed.user.company_id;
-    let created = match ctx.admin(move |a| keys::create(a, company, &label, now)) {
+    // A checkbox: present (any value) when ticked.
+    let kind = if fields.get("test").is_some() {
+        KeyKind::Test
+    } else {
+        KeyKind::Live
+    };
+    let created = match ctx.admin(move |a| keys::create(a, company, &label, kind, now)) {
         Some(Ok(created)) => created,
         Some(Err(e)) => return page::storage_failed("key create", &e.to_string()),
         None => return page::storage_failed("key create", "no answer in time"),

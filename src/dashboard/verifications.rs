@@ -4,6 +4,10 @@
 //! success share (completed over all rows, rejections included, as the
 //! spec counts them) and a chart of both over time.
 //!
+//! The page shows one mode at a time (`mode=live`, the default, or
+//! `mode=test`: test mode's verifications and rejections): the list and
+//! the totals never mix them.
+//!
 //! A rejection shows as status `failed`, reason 'all lines busy' and no
 //! dial number.
 //!
@@ -35,6 +39,8 @@ const FILTER_CHARS_MAX: usize = 255;
 /// The form's values as given, for showing them back.
 #[derive(Default)]
 struct Shown {
+    /// `live` or `test`.
+    mode: String,
     status: String,
     from: String,
     to: String,
@@ -125,11 +131,17 @@ fn parse_filter(
             other => Ok(other.map(str::to_owned)),
         }
     };
+    let livemode = match q.get("mode") {
+        None | Some("live") => true,
+        Some("test") => false,
+        Some(other) => return Err(format!("Неизвестный режим «{other}»: live или test.")),
+    };
     let after = match q.get("after") {
         None => None,
         Some(s) => Some(parse_cursor(s).ok_or("Неверная ссылка на страницу.")?),
     };
     let shown = Shown {
+        mode: if livemode { "live" } else { "test" }.to_owned(),
         status: status.map(|s| s.as_str().to_owned()).unwrap_or_default(),
         from: date_of(from),
         to: date_of(to_day),
@@ -138,6 +150,7 @@ fn parse_filter(
     };
     let filter = ListFilter {
         company_id,
+        livemode,
         from,
         to,
         status,
@@ -166,6 +179,7 @@ fn parse_cursor(s: &str) -> Option<ListCursor> {
 fn older_link(shown: &Shown, next: &ListCursor) -> String {
     let mut q = url::form_urlencoded::Serializer::new(String::new());
     for (k, v) in [
+        ("mode", &shown.mode),
         ("status", &shown.status),
         ("from", &shown.from),
         ("to", &shown.to),
@@ -203,7 +217,8 @@ pub fn page(ctx: &Dashboard, req: &Request) -> Response {
             let (f, bucket) = (f.clone(), bucket_ms(f.from, f.to));
             let got = ctx.read(move |r| -> Result<(ListPage, Totals), _> {
                 let page = r.verification_list(&f)?;
-                let totals = r.verification_totals(f.company_id, f.from, f.to, bucket)?;
+                let totals =
+                    r.verification_totals((f.company_id, f.livemode), f.from, f.to, bucket)?;
                 Ok((page, totals))
             });
             match got {

@@ -55,19 +55,50 @@ pub struct Verification {
     /// The Caller-ID recorded at the call; empty unless `completed`.
     pub caller_id_received: String,
     /// The header the Caller-ID was read from: `p_asserted_identity`,
-    /// `remote_party_id` or `from`; null until a call completes the
-    /// verification.
+    /// `remote_party_id` or `from` (`simulated` for a test-mode call made
+    /// by `simulate-call`); null until a call completes the verification.
     #[schema(value_type = Option<String>, nullable = true,
-        pattern = "^(p_asserted_identity|remote_party_id|from)$", example = "p_asserted_identity")]
+        pattern = "^(p_asserted_identity|remote_party_id|from|simulated)$", example = "p_asserted_identity")]
     pub caller_id_source: Option<&'static str>,
     /// How far the network vouched for the Caller-ID: `verified` (the
     /// header carries `verstat=TN-Validation-Passed` from the line's trusted
     /// provider), `failed` (`TN-Validation-Failed`), `asserted`
     /// (P-Asserted-Identity of a trusted provider, no verdict) or
-    /// `unverified`; null until a call completes the verification.
+    /// `unverified` (`simulated` for a test-mode call made by
+    /// `simulate-call`); null until a call completes the verification.
     #[schema(value_type = Option<String>, nullable = true,
-        pattern = "^(verified|failed|asserted|unverified)$", example = "asserted")]
+        pattern = "^(verified|failed|asserted|unverified|simulated)$", example = "asserted")]
     pub caller_id_trust: Option<&'static str>,
+    /// `true` for a verification created with a live key, `false` for one
+    /// created with a test key (`svc_test_`): test mode's numbers are not
+    /// real and no real call can complete it.
+    #[schema(example = true)]
+    pub livemode: bool,
+}
+
+/// The answer of test mode's `simulate-call`: what the simulated call did
+/// and the verification after it.
+#[derive(Serialize, ToSchema)]
+pub struct SimulatedCall {
+    /// `completed`: the call completed the verification (its webhook is on
+    /// its way); `caller_withheld`: `caller_id` was null, the verification
+    /// stays pending; `no_pending_verification`: it was no longer pending
+    /// (completed, cancelled, or past `expires_at`), nothing changed.
+    #[schema(value_type = String,
+        pattern = "^(completed|caller_withheld|no_pending_verification)$", example = "completed")]
+    pub outcome: &'static str,
+    pub verification: Verification,
+}
+
+/// The body of `simulate-call`.
+#[derive(serde::Deserialize, ToSchema)]
+#[allow(dead_code)] // Described, never constructed: the engine parses bodies.
+pub struct SimulateCallRequest {
+    /// The caller's number as a line of the verification's pool kind would
+    /// receive it (`+79161234567`, or national: `89161234567` in the domestic
+    /// pool), or null for a withheld caller.
+    #[schema(nullable = true, example = "+79161234567")]
+    caller_id: Option<String>,
 }
 
 /// The body of a create request. (`Deserialize` is derived only so that
@@ -181,7 +212,7 @@ struct VerificationPath {
                        or by polling.",
         version = "1"
     ),
-    paths(create, read, cancel),
+    paths(create, read, cancel, simulate_call),
     // Without a tag utoipa files every operation under "crate" (its
     // default), which the explorer shows as a group and generated clients
     // use as a module name (`api/crate/`).
@@ -194,7 +225,9 @@ struct VerificationPath {
         FieldErrors,
         BadRequest,
         ErrorEnvelope,
-        ErrorBody
+        ErrorBody,
+        SimulatedCall,
+        SimulateCallRequest
     )),
     modifiers(&BearerAuth),
     security(("bearerAuth" = []))
@@ -207,7 +240,10 @@ impl Modify for BearerAuth {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
         let components = openapi.components.get_or_insert_with(Default::default);
         let mut http = Http::new(HttpAuthScheme::Bearer);
-        http.description = Some("`svc_live_<prefix>_<secret>`".to_owned());
+        http.description = Some(
+            "`svc_live_<prefix>_<secret>`, or a test-mode key `svc_test_<prefix>_<secret>`"
+                .to_owned(),
+        );
         components.add_security_scheme("bearerAuth", SecurityScheme::Http(http));
     }
 }
@@ -306,6 +342,50 @@ fn read() {}
 #[allow(dead_code)] // Documentation anchor for the cancel handler.
 fn cancel() {}
 
+/// Test mode only: simulate the user's call to a test verification.
+///
+/// Only a test key (`svc_test_`) may call this; a live key gets 404, as
+/// for an unknown id. The call is decided exactly as a real call to the
+/// verification's number: `caller_id` is read like a caller ID on a line
+/// of the verification's pool kind (`89161234567` is `+79161234567` in
+/// the domestic pool); null is a withheld caller, which leaves the
+/// verification pending. A call that completes it sends the signed
+/// `verification.completed` webhook (`livemode: false`), with
+/// `caller_id_source` and `caller_id_trust` `simulated`. A call to a
+/// verification that is no longer pending (completed, cancelled, or past
+/// its `expires_at`, as a real call to a released number) changes nothing.
+#[utoipa::path(
+    post,
+    path = "/api/v1/verifications/{id}/simulate-call/",
+    operation_id = "simulate_call",
+    tag = "verifications",
+    params(VerificationPath),
+    request_body(content = SimulateCallRequest, content_type = "application/json"),
+    responses(
+        (status = 200, description = "What the simulated call did (`outcome`) and the \
+            verification after it", body = SimulatedCall),
+        (status = 400, description = "The body is not a JSON object, has no `caller_id`, or \
+            `caller_id` is not a string or null or not a phone number (the envelope, code \
+            `invalid_request`, with `fields.caller_id`)", body = ErrorEnvelope),
+        (status = 404, description = "Unknown, of another company or mode, or the key is a \
+            live key", body = ErrorDetail),
+        (status = 415, description = "A non-empty body whose `Content-Type` is not \
+            `application/json`", body = ErrorDetail),
+        CommonErrors,
+    )
+)]
+#[allow(dead_code)] // Documentation anchor for the simulate-call handler.
+fn simulate_call() {}
+
+/// Marks test mode's operation with `x-test-mode-only: true` (an OpenAPI
+/// extension: explorers show it, generators keep it).
+fn mark_test_mode_only(doc: &mut serde_json::Value) {
+    let op = &mut doc["paths"]["/api/v1/verifications/{id}/simulate-call/"]["post"];
+    if let Some(op) = op.as_object_mut() {
+        op.insert("x-test-mode-only".to_owned(), serde_json::Value::Bool(true));
+    }
+}
+
 /// The document as served, built once.
 pub fn schema_json() -> &'static str {
     static JSON: OnceLock<String> = OnceLock::new();
@@ -315,6 +395,7 @@ pub fn schema_json() -> &'static str {
         let mut doc = serde_json::to_value(ApiDoc::openapi()).unwrap_or_default();
         add_links(&mut doc);
         add_idempotency_header(&mut doc);
+        mark_test_mode_only(&mut doc);
         serde_json::to_string_pretty(&doc).unwrap_or_default()
     })
 }
@@ -387,7 +468,22 @@ mod tests {
                 operations += 1;
             }
         }
-        assert_eq!(operations, 3);
+        assert_eq!(operations, 4);
+    }
+
+    /// Test mode's endpoint is marked so, for readers and tools alike, and
+    /// every Verification names its mode.
+    #[test]
+    fn simulate_call_is_marked_test_mode_only_and_livemode_is_required() {
+        let d = doc();
+        let op = &d["paths"]["/api/v1/verifications/{id}/simulate-call/"]["post"];
+        assert_eq!(op["x-test-mode-only"], true, "{op}");
+        assert!(op["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("Test mode only"));
+        let required = &d["components"]["schemas"]["Verification"]["required"];
+        assert!(required.as_array().unwrap().contains(&"livemode".into()));
     }
 
     #[test]
@@ -397,7 +493,8 @@ mod tests {
         assert_eq!(
             d["components"]["securitySchemes"]["bearerAuth"],
             serde_json::json!({"type": "http", "scheme": "bearer",
-                "description": "`svc_live_<prefix>_<secret>`"})
+                "description": "`svc_live_<prefix>_<secret>`, or a test-mode key \
+                    `svc_test_<prefix>_<secret>`"})
         );
     }
 

@@ -153,6 +153,16 @@ fn api(out: &mut String, ctx: &Ops) {
             get(&m.creates_rejected_no_number[pool.index()]),
         );
     }
+    let name = "dialproof_test_mode_creates_total";
+    header(
+        out,
+        name,
+        "counter",
+        "Test-mode (svc_test_ key) create requests by outcome: apart from the live ones.",
+    );
+    sample(out, name, "outcome=\"created\"", get(&m.test_creates_ok));
+    let no_number = get(&m.test_creates_rejected_no_number);
+    sample(out, name, "outcome=\"no_number\"", no_number);
     request_counters(out, m);
     idempotency(out, ctx);
     let name = "dialproof_verifications_ended_total";

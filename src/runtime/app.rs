@@ -102,6 +102,7 @@ impl App {
             commits: self.commits.clone(),
             idempotency: self.idempotency.clone(),
             fence: self.fence.clone(),
+            test_regions: crate::shared::config::test_regions(&self.config.read()),
         }
     }
 

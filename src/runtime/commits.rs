@@ -22,7 +22,7 @@
 
 use crate::api::render;
 use crate::runtime::app::App;
-use dialproof_engine::idempotency::{Answer, IdempotencyKey};
+use dialproof_engine::idempotency::{Answer, IdempotencyKey, Space};
 use dialproof_engine::ids::VerificationKey;
 use dialproof_engine::number_health::Ending;
 use dialproof_engine::verification::Status;
@@ -50,9 +50,11 @@ fn apply(app: &App, event: Committed) {
         Committed::Created(row, stored_key) => match VerificationKey::parse(&row.id) {
             Some(key) => {
                 app.expiries.schedule([(row.expires_at, key)]);
-                app.health
-                    .on_lease(&row.dial_number, row.pool, row.created_at);
-                app.recent.created(&row.id, row.company_id, render(&row));
+                if row.livemode {
+                    app.health
+                        .on_lease(&row.dial_number, row.pool, row.created_at);
+                }
+                app.recent.created(&row.id, row.owner(), render(&row));
                 if let Some(stored) = stored_key {
                     record_key(app, *stored);
                 }
@@ -82,7 +84,11 @@ fn record_key(app: &App, stored: StoredKey) {
         body: Arc::from(stored.response_body.as_str()),
         created_at: stored.created_at,
     };
-    app.idempotency.record(stored.company_id, &key, answer);
+    let space = Space {
+        company: stored.company_id,
+        livemode: stored.livemode,
+    };
+    app.idempotency.record(space, &key, answer);
 }
 
 /// How a lease ended, for number health: an expiry is told from a cancel
@@ -98,11 +104,13 @@ fn health_ending(t: &Transitioned) -> Ending {
 fn transitioned(app: &App, t: Transitioned) {
     // First: the webhook this change wakes must not reach a client before
     // a GET shows the change.
-    app.recent
-        .ended(&t.row.id, t.row.company_id, render(&t.row));
+    app.recent.ended(&t.row.id, t.row.owner(), render(&t.row));
     if let Some(lease) = &t.released {
-        app.health
-            .on_end(&lease.dial_number, t.row.pool, health_ending(&t), app.now());
+        // A test number is no line's: its health means nothing.
+        if t.row.livemode {
+            app.health
+                .on_end(&lease.dial_number, t.row.pool, health_ending(&t), app.now());
+        }
         if !app.leases.release(&lease.dial_number, lease.generation) {
             // A stale generation: the number was already released (e.g.
             // carried over a reload); nothing to undo.

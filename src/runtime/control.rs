@@ -3,7 +3,7 @@
 //! released quarantines) and configuration reloads (SIGHUP), rebuilding the
 //! lease table when the numbers change or a number's quarantine begins or
 //! ends, stores number health, and purges idempotency keys past their
-//! retention.
+//! retention and test-mode rows past theirs.
 //!
 //! Not for: serving anything, or the reload's rules (`crate::shared::leases`
 //! checks what a reload may change).
@@ -13,7 +13,7 @@ use crate::runtime::promotion::Held;
 use crate::shared::config::Config;
 use crate::shared::leases::{build_table, check_reload};
 use crate::shared::wait::{Committing, Outcome};
-use dialproof_storage::{WriteOp, PURGE_BATCH_MAX};
+use dialproof_storage::{WriteOp, PURGE_BATCH_MAX, TEST_PURGE_BATCH_MAX};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -45,6 +45,7 @@ pub fn control_loop(
         }
         last_poll = std::time::Instant::now();
         purge_idempotency_keys(app);
+        purge_test_rows(app);
         if let Err(e) = app.keys.refresh_if_changed() {
             tracing::warn!(error = %e, "refreshing keys failed");
         }
@@ -127,6 +128,35 @@ fn purge_idempotency_keys(app: &App) {
             }
             other => {
                 tracing::warn!(error = %other, "purging idempotency keys failed");
+                return;
+            }
+        }
+    }
+}
+
+/// Ended test-mode verifications (and test rejections) older than the
+/// retention (`[api] test_mode_retention_days`) leave the database, in
+/// bounded batches like the idempotency keys. A purge that fails is the
+/// next tick's: the rows only take space.
+fn purge_test_rows(app: &App) {
+    let days = app.config.read().api.test_mode_retention_days();
+    let now = app.now();
+    let before = dialproof_engine::time::UnixMillis(now.0 - i64::from(days) * 86_400_000);
+    for _ in 0..PURGE_ROUNDS_PER_TICK {
+        let purged = app
+            .store
+            .commit(PURGE_WAIT, |reply| WriteOp::PurgeTestRows { before, reply });
+        match purged {
+            Outcome::Done(n) => {
+                if n > 0 {
+                    tracing::info!(rows = n, days, "test-mode rows past their retention purged");
+                }
+                if n < TEST_PURGE_BATCH_MAX {
+                    return;
+                }
+            }
+            other => {
+                tracing::warn!(error = %other, "purging test-mode rows failed");
                 return;
             }
         }

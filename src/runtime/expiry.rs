@@ -44,7 +44,7 @@ fn submit(app: &Arc<App>, keys: Vec<VerificationKey>) {
         let replied = app.clone();
         let op = WriteOp::Transition {
             id: key.id().into_string(),
-            company_id: None,
+            owner: None,
             event: Event::Expire { at: now },
             reply: Some(Box::new(move |r| answered(&replied, key, r))),
         };

@@ -13,9 +13,10 @@
 //! Not for: deciding (the engine's table does) or storing (storage's
 //! `idempotency_keys`, written with the verification).
 
-use dialproof_engine::idempotency::{Answer, Begin, Fingerprint, IdempotencyKey, Limits, Table};
+use dialproof_engine::idempotency::{
+    Answer, Begin, Fingerprint, IdempotencyKey, Limits, Space, Table,
+};
 use dialproof_engine::time::UnixMillis;
-use dialproof_engine::CompanyId;
 use parking_lot::Mutex;
 use std::sync::Arc;
 
@@ -44,7 +45,7 @@ impl IdempotencyKeys {
     /// [`Claim`] the create must keep until it ends.
     pub fn begin(
         self: &Arc<Self>,
-        company: CompanyId,
+        company: Space,
         key: &IdempotencyKey,
         fingerprint: Fingerprint,
         now: UnixMillis,
@@ -62,7 +63,7 @@ impl IdempotencyKeys {
     }
 
     /// A keyed create committed, or a stored one was read back.
-    pub fn record(&self, company: CompanyId, key: &IdempotencyKey, answer: Answer) {
+    pub fn record(&self, company: Space, key: &IdempotencyKey, answer: Answer) {
         self.table.lock().record(company, key, answer);
     }
 
@@ -95,7 +96,7 @@ impl IdempotencyKeys {
 /// One create's hold on its key; see the module docs.
 pub struct Claim {
     keys: Arc<IdempotencyKeys>,
-    company: CompanyId,
+    company: Space,
     key: IdempotencyKey,
     fingerprint: Fingerprint,
     armed: bool,
@@ -106,7 +107,8 @@ impl Claim {
         &self.key
     }
 
-    pub fn company(&self) -> CompanyId {
+    /// The company and mode the key belongs to.
+    pub fn company(&self) -> Space {
         self.company
     }
 

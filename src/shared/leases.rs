@@ -7,19 +7,27 @@
 //! swapped in under a write lock that leasing and releasing take for reading,
 //! so no lease can be taken on the old table after its leases were copied.
 //!
+//! Test mode's pools (`dialproof_engine::test_pool`) live beside the table,
+//! behind their own lock: they share nothing with the live numbers, and a
+//! release or a restore goes to whichever of the two the number belongs to
+//! (a test number is recognised by its reserved range), so the commit
+//! consumer, the expiry and recovery treat both alike.
+//!
 //! Not for: deciding which number to lease (the engine does that).
 
 use crate::shared::config::{Config, ConfiguredNumber, LineMode};
 use anyhow::{Context, Result};
 use dialproof_engine::lease::{Lease, LeaseTable, LineSpec, NumberSpec, TableBuilder};
 use dialproof_engine::pool::Pool;
+use dialproof_engine::test_pool::{TestNumber, TestPools};
 use dialproof_engine::CompanyId;
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 pub struct Leases {
     table: RwLock<Arc<LeaseTable>>,
+    test: Mutex<TestPools>,
 }
 
 /// The lease table's input for a configuration plus database dedications
@@ -70,6 +78,7 @@ impl Leases {
     pub fn new(table: LeaseTable) -> Self {
         Leases {
             table: RwLock::new(Arc::new(table)),
+            test: Mutex::new(TestPools::new()),
         }
     }
 
@@ -80,8 +89,23 @@ impl Leases {
             .map(|l| (table.number(l.slot), l.generation))
     }
 
-    /// Releases `number` if it is still leased with `generation`.
+    /// A number of `company`'s test pool of `pool`'s kind, which holds
+    /// `size` numbers.
+    pub fn lease_test(&self, pool: Pool, company: CompanyId, size: u32) -> Option<(String, u32)> {
+        self.test.lock().lease(pool, company, size)
+    }
+
+    /// The generation a test number is leased with now, if it is.
+    pub fn test_lease(&self, number: &str) -> Option<u32> {
+        self.test.lock().current(number)
+    }
+
+    /// Releases `number` (live or test) if it is still leased with
+    /// `generation`.
     pub fn release(&self, number: &str, generation: u32) -> bool {
+        if TestNumber::parse(number).is_some() {
+            return self.test.lock().release(number, generation);
+        }
         let table = self.table.read();
         match table.slot_of(number) {
             Some(slot) => table.release(Lease { slot, generation }),
@@ -91,6 +115,13 @@ impl Leases {
 
     /// Re-marks a number leased (recovery). Errors name the number.
     pub fn restore(&self, number: &str, generation: u32) -> Result<()> {
+        if TestNumber::parse(number).is_some() {
+            return self
+                .test
+                .lock()
+                .restore(number, generation)
+                .map_err(|e| anyhow::anyhow!("restoring test lease of {number}: {e:?}"));
+        }
         self.table
             .read()
             .restore(number, generation)

@@ -51,8 +51,15 @@ impl Histogram {
 }
 
 /// The API routes timed separately.
-pub const ROUTES: [&str; 7] = [
-    "create", "read", "cancel", "schema", "login", "docs", "other",
+pub const ROUTES: [&str; 8] = [
+    "create",
+    "read",
+    "cancel",
+    "schema",
+    "login",
+    "docs",
+    "other",
+    "simulate_call",
 ];
 
 /// Outcomes of one webhook attempt, as labelled in the exposition: a 2xx in
@@ -112,6 +119,11 @@ pub struct Metrics {
     pub creates_ok: AtomicU64,
     /// 503s, per pool (`Pool::index`).
     pub creates_rejected_no_number: [AtomicU64; 2],
+    /// Test mode's creates: 201s and 503s, counted apart so a client's CI
+    /// (the magic phone, a full test pool) never looks like live numbers
+    /// running out to the operator's alerts.
+    pub test_creates_ok: AtomicU64,
+    pub test_creates_rejected_no_number: AtomicU64,
     pub creates_invalid: AtomicU64,
     /// Creates answered with a key's stored 201.
     pub creates_replayed: AtomicU64,

@@ -12,13 +12,17 @@
 //! saw committed. What is not here (never created since the start,
 //! evicted, another company's) is read from SQLite as before.
 //!
+//! Test-mode rows are not held: the purge deletes them after their
+//! retention, and a held copy would outlive its row; SQLite answers for
+//! them (exactly as fresh, a reader hop slower).
+//!
 //! Bounded: at most [`RECENT_ROWS_MAX`] entries, the oldest insertions
 //! evicted first (a few MB, whatever the number of pending verifications).
 //!
 //! Not for: lists or anything but a GET by id (the dashboard reads
 //! SQLite), nor deciding anything.
 
-use dialproof_engine::CompanyId;
+use dialproof_storage::Owner;
 use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, RandomState};
@@ -32,7 +36,7 @@ const SHARDS: usize = 16;
 
 /// One verification's rendered JSON body.
 struct Entry {
-    company_id: CompanyId,
+    owner: Owner,
     body: Arc<str>,
     terminal: bool,
 }
@@ -65,26 +69,29 @@ impl RecentRows {
     }
 
     /// The body of verification `id` if it is held and belongs to
-    /// `company`.
-    pub fn get(&self, id: &str, company: CompanyId) -> Option<Arc<str>> {
+    /// `owner` (a company, in one mode).
+    pub fn get(&self, id: &str, owner: impl Into<Owner>) -> Option<Arc<str>> {
         let shard = self.shard(id).lock();
         let entry = shard.map.get(id)?;
-        (entry.company_id == company).then(|| entry.body.clone())
+        (entry.owner == owner.into()).then(|| entry.body.clone())
     }
 
     /// A committed create: held unless a row for `id` is already there (a
     /// terminal one written first by a cancel that overtook the consumer).
-    pub fn created(&self, id: &str, company_id: CompanyId, body: String) {
-        self.put(id, company_id, body, false);
+    pub fn created(&self, id: &str, owner: impl Into<Owner>, body: String) {
+        self.put(id, owner.into(), body, false);
     }
 
     /// A committed change to a terminal status: replaces whatever is held,
     /// or holds it.
-    pub fn ended(&self, id: &str, company_id: CompanyId, body: String) {
-        self.put(id, company_id, body, true);
+    pub fn ended(&self, id: &str, owner: impl Into<Owner>, body: String) {
+        self.put(id, owner.into(), body, true);
     }
 
-    fn put(&self, id: &str, company_id: CompanyId, body: String, terminal: bool) {
+    fn put(&self, id: &str, owner: Owner, body: String, terminal: bool) {
+        if !owner.livemode {
+            return;
+        }
         let mut shard = self.shard(id).lock();
         if let Some(entry) = shard.map.get_mut(id) {
             if terminal || !entry.terminal {
@@ -100,7 +107,7 @@ impl RecentRows {
         }
         shard.order.push_back(id.into());
         let entry = Entry {
-            company_id,
+            owner,
             body: body.into(),
             terminal,
         };
@@ -129,6 +136,22 @@ mod tests {
         rows.created("ver_a", 1, "pending".into());
         assert_eq!(rows.get("ver_a", 2), None);
         assert_eq!(rows.get("ver_z", 1), None);
+    }
+
+    #[test]
+    fn test_mode_rows_are_never_held() {
+        let rows = RecentRows::default();
+        let test = Owner {
+            company_id: 1,
+            livemode: false,
+        };
+        rows.created("ver_t", test, "pending".into());
+        rows.ended("ver_t", test, "expired".into());
+        assert_eq!(
+            rows.get("ver_t", test),
+            None,
+            "the purge would leave a copy"
+        );
     }
 
     #[test]

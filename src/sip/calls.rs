@@ -257,15 +257,16 @@ fn submit_call(
         code,
     } = call;
     let (dial, caller_for_log) = (number.clone(), caller.clone());
-    let op = WriteOp::TransitionByNumber {
-        dial_number: number,
-        generation: Some(generation),
-        event: Event::Call {
-            at,
-            caller,
-            evidence,
-        },
-        reply: Some(Box::new(move |result| {
+    let event = Event::Call {
+        at,
+        caller,
+        evidence,
+    };
+    let op = WriteOp::call(
+        number,
+        generation,
+        event,
+        Box::new(move |result| {
             let outcome = match &result {
                 Ok(t) if t.changed => {
                     SipStats::inc(&replied.stats.completed);
@@ -286,8 +287,8 @@ fn submit_call(
                 }
             };
             decide(code, outcome);
-        })),
-    };
+        }),
+    );
     if let Err(e) = ctx.store.submit(op) {
         tracing::error!(error = %e, "call transition not queued");
         return Verdict::Reject(500, Some(CallOutcome::NotRecorded));

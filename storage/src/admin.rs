@@ -206,6 +206,18 @@ impl Admin {
         secret_hash: &str,
         now: UnixMillis,
     ) -> Result<KeyRow, StorageError> {
+        self.create_key_in_mode(company_id, label, (prefix, secret_hash), true, now)
+    }
+
+    /// [`Admin::create_key`] for a live (`livemode`) or test key.
+    pub fn create_key_in_mode(
+        &self,
+        company_id: CompanyId,
+        label: &str,
+        (prefix, secret_hash): (&str, &str),
+        livemode: bool,
+        now: UnixMillis,
+    ) -> Result<KeyRow, StorageError> {
         self.change(|c| {
             require_company(c, company_id)?;
             if companies::key_by_prefix(c, prefix)?.is_some() {
@@ -214,10 +226,17 @@ impl Admin {
                 )));
             }
             c.prepare_cached(
-                "INSERT INTO api_keys (company_id, label, prefix, secret_hash, created_at) \
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                "INSERT INTO api_keys (company_id, label, prefix, secret_hash, created_at, \
+                 livemode) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             )?
-            .execute(params![company_id, label, prefix, secret_hash, now.0])?;
+            .execute(params![
+                company_id,
+                label,
+                prefix,
+                secret_hash,
+                now.0,
+                livemode
+            ])?;
             let key = companies::key_by_prefix(c, prefix)?.ok_or_else(|| {
                 StorageError::Corrupt(format!("key '{prefix}' vanished after insert"))
             })?;
@@ -322,6 +341,25 @@ impl Admin {
             let n = c
                 .prepare_cached("UPDATE companies SET send_failed_webhooks = ?2 WHERE id = ?1")?
                 .execute(params![company_id, i64::from(enabled)])?;
+            if n == 0 {
+                return Err(company_not_found(company_id));
+            }
+            changed(())
+        })
+    }
+
+    /// The size of each of the company's test pools (`None`: the service's
+    /// default). Changes the `change_version`, so the key cache (which
+    /// holds the companies) picks it up.
+    pub fn set_test_pool_size(
+        &self,
+        company_id: CompanyId,
+        size: Option<u32>,
+    ) -> Result<(), StorageError> {
+        self.change(|c| {
+            let n = c
+                .prepare_cached("UPDATE companies SET test_pool_size = ?2 WHERE id = ?1")?
+                .execute(params![company_id, size])?;
             if n == 0 {
                 return Err(company_not_found(company_id));
             }

@@ -2,7 +2,7 @@
 //! same transaction as its verification, read back when a retry's key is
 //! not in the binary's memory, and purged after the retention.
 //!
-//! The unique index on `(company_id, key)` is what keeps a second
+//! The unique index on `(company_id, livemode, key)` is what keeps a second
 //! verification out: a create whose key is already stored (and not past
 //! its retention) stores nothing and reports the stored answer instead
 //! ([`Inserted::KeyTaken`]), so the binary answers the retry with it and
@@ -35,6 +35,8 @@ pub struct KeyedCreate {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StoredKey {
     pub company_id: CompanyId,
+    /// The mode of the key's create: keys are unique per company and mode.
+    pub livemode: bool,
     pub key: String,
     pub fingerprint: Fingerprint,
     pub verification_id: String,
@@ -56,9 +58,12 @@ pub enum Inserted {
 /// expiring at once never hold the writer for long.
 pub const PURGE_BATCH_MAX: usize = 5_000;
 
-const COLUMNS: &str = "company_id, key, fingerprint, verification_id, response_body, created_at";
+const COLUMNS: &str =
+    "company_id, key, fingerprint, verification_id, response_body, created_at, livemode";
 
-fn from_row(r: &Row<'_>) -> rusqlite::Result<(CompanyId, String, Vec<u8>, String, String, i64)> {
+type Raw = (CompanyId, String, Vec<u8>, String, String, i64, bool);
+
+fn from_row(r: &Row<'_>) -> rusqlite::Result<Raw> {
     Ok((
         r.get(0)?,
         r.get(1)?,
@@ -66,11 +71,12 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<(CompanyId, String, Vec<u8>, String
         r.get(3)?,
         r.get(4)?,
         r.get(5)?,
+        r.get(6)?,
     ))
 }
 
-fn stored(raw: (CompanyId, String, Vec<u8>, String, String, i64)) -> Result<StoredKey> {
-    let (company_id, key, fingerprint, verification_id, response_body, created_at) = raw;
+fn stored(raw: Raw) -> Result<StoredKey> {
+    let (company_id, key, fingerprint, verification_id, response_body, created_at, livemode) = raw;
     let fingerprint = Fingerprint::from_slice(&fingerprint).ok_or_else(|| {
         StorageError::Corrupt(format!(
             "idempotency key of company {company_id} has a {}-byte fingerprint",
@@ -79,6 +85,7 @@ fn stored(raw: (CompanyId, String, Vec<u8>, String, String, i64)) -> Result<Stor
     })?;
     Ok(StoredKey {
         company_id,
+        livemode,
         key,
         fingerprint,
         verification_id,
@@ -87,20 +94,20 @@ fn stored(raw: (CompanyId, String, Vec<u8>, String, String, i64)) -> Result<Stor
     })
 }
 
-/// The key `key` of `company`, if stored and created after
-/// `expired_before`.
+/// The key `key` of `company` in mode `livemode`, if stored and created
+/// after `expired_before`.
 pub(crate) fn lookup(
     conn: &Connection,
-    company: CompanyId,
+    (company, livemode): (CompanyId, bool),
     key: &str,
     expired_before: UnixMillis,
 ) -> Result<Option<StoredKey>> {
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT {COLUMNS} FROM idempotency_keys \
-         WHERE company_id = ?1 AND key = ?2 AND created_at > ?3"
+         WHERE company_id = ?1 AND key = ?2 AND created_at > ?3 AND livemode = ?4"
     ))?;
     let raw = stmt
-        .query_row(params![company, key, expired_before.0], from_row)
+        .query_row(params![company, key, expired_before.0, livemode], from_row)
         .optional()?;
     raw.map(stored).transpose()
 }
@@ -116,13 +123,19 @@ pub(crate) fn claim(
 ) -> Result<Option<StoredKey>> {
     // A key past its retention but not purged yet is free again.
     conn.prepare_cached(
-        "DELETE FROM idempotency_keys WHERE company_id = ?1 AND key = ?2 AND created_at <= ?3",
+        "DELETE FROM idempotency_keys WHERE company_id = ?1 AND key = ?2 AND created_at <= ?3 \
+         AND livemode = ?4",
     )?
-    .execute(params![row.company_id, key, keyed.expired_before.0])?;
+    .execute(params![
+        row.company_id,
+        key,
+        keyed.expired_before.0,
+        row.livemode
+    ])?;
     let inserted = conn
         .prepare_cached(&format!(
-            "INSERT INTO idempotency_keys ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
-             ON CONFLICT (company_id, key) DO NOTHING"
+            "INSERT INTO idempotency_keys ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
+             ON CONFLICT (company_id, livemode, key) DO NOTHING"
         ))?
         .execute(params![
             row.company_id,
@@ -130,14 +143,20 @@ pub(crate) fn claim(
             &keyed.fingerprint.0[..],
             row.id,
             keyed.response_body,
-            row.created_at.0
+            row.created_at.0,
+            row.livemode
         ])?;
     if inserted == 1 {
         return Ok(None);
     }
-    lookup(conn, row.company_id, key, keyed.expired_before)?
-        .map(Some)
-        .ok_or_else(|| StorageError::Corrupt(format!("idempotency key {key:?} vanished")))
+    lookup(
+        conn,
+        (row.company_id, row.livemode),
+        key,
+        keyed.expired_before,
+    )?
+    .map(Some)
+    .ok_or_else(|| StorageError::Corrupt(format!("idempotency key {key:?} vanished")))
 }
 
 /// Deletes up to `limit` keys created at or before `expired_before`, oldest

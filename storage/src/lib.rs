@@ -58,6 +58,7 @@ mod idempotency;
 mod local_reader;
 mod meta;
 mod migration_evidence;
+mod migration_testmode;
 mod number_health;
 mod ops;
 mod reader;
@@ -67,6 +68,7 @@ mod rows;
 mod schema;
 mod stats;
 mod store;
+mod test_rows;
 mod users;
 mod verification_list;
 mod writer;
@@ -88,8 +90,8 @@ pub use ops::{Reply, WriteOp};
 pub use reader::{PendingLease, Reader, Undelivered, DUE_DELIVERIES_LIMIT_MAX};
 pub use rejections::{RejectionRow, REJECTIONS_LISTED_MAX};
 pub use rows::{
-    CompanyRow, DeliveryRow, DeliveryState, KeyRow, NewRejection, ReleasedLease, TransitionResult,
-    VerificationRow,
+    CompanyRow, DeliveryRow, DeliveryState, KeyRow, NewRejection, Owner, ReleasedLease,
+    TransitionResult, VerificationRow,
 };
 pub use schema::{
     current_version as schema_version, newer_message as schema_newer_message,
@@ -99,6 +101,7 @@ pub use stats::{StoreStats, BATCH_OPS_BUCKETS, COMMIT_SECONDS_BUCKETS};
 pub use store::{
     Options, Store, BATCH_MAX_DEFAULT, QUEUE_CAPACITY_DEFAULT, READERS_DEFAULT, READERS_MAX,
 };
+pub use test_rows::TEST_PURGE_BATCH_MAX;
 pub use users::{NewSession, SessionUser, UserRow, SESSIONS_PER_USER_MAX};
 pub use verification_list::{
     Counts, ListCursor, ListFilter, ListPage, ListedRow, Totals, LIST_PAGE_MAX,

@@ -15,7 +15,6 @@ use crate::rows::{NewRejection, TransitionResult, VerificationRow};
 use crate::users::NewSession;
 use dialproof_engine::time::UnixMillis;
 use dialproof_engine::verification::Event;
-use dialproof_engine::CompanyId;
 
 /// A callback the writer (or a reader) calls exactly once with the outcome
 /// of one request. It runs on the storage thread: it must only hand the
@@ -38,11 +37,12 @@ pub enum WriteOp {
         keyed: Option<Box<KeyedCreate>>,
         reply: Reply<Result<Inserted, StorageError>>,
     },
-    /// Apply `event` to verification `id` (scoped to `company_id` if given),
-    /// persist the result and its outbox row, then reply.
+    /// Apply `event` to verification `id` (scoped to `owner`, its company
+    /// and mode, if given), persist the result and its outbox row, then
+    /// reply.
     Transition {
         id: String,
-        company_id: Option<CompanyId>,
+        owner: Option<crate::rows::Owner>,
         event: Event,
         reply: Option<Reply<Result<TransitionResult, StorageError>>>,
     },
@@ -87,6 +87,13 @@ pub enum WriteOp {
         expired_before: UnixMillis,
         reply: Reply<Result<usize, StorageError>>,
     },
+    /// Delete up to `test_rows::TEST_PURGE_BATCH_MAX` ended test-mode
+    /// verifications (with their outbox rows) and as many test rejections
+    /// created before `before`; the reply carries how many rows went.
+    PurgeTestRows {
+        before: UnixMillis,
+        reply: Reply<Result<usize, StorageError>>,
+    },
     /// Store number health: upsert `rows`' counters and add `quarantines`
     /// (see `number_health`); reply after COMMIT.
     SaveNumberHealth {
@@ -117,6 +124,26 @@ impl WriteOp {
             WriteOp::Heartbeat { .. } => "heartbeat",
             WriteOp::SaveNumberHealth { .. } => "save_number_health",
             WriteOp::PurgeIdempotencyKeys { .. } => "purge_idempotency_keys",
+            WriteOp::PurgeTestRows { .. } => "purge_test_rows",
+        }
+    }
+}
+
+impl WriteOp {
+    /// An inbound call to `dial_number` while it is leased with
+    /// `generation`: what a real INVITE and test mode's simulated call both
+    /// submit, so both are decided by the same transition.
+    pub fn call(
+        dial_number: String,
+        generation: u32,
+        event: Event,
+        reply: Reply<Result<TransitionResult, StorageError>>,
+    ) -> WriteOp {
+        WriteOp::TransitionByNumber {
+            dial_number,
+            generation: Some(generation),
+            event,
+            reply: Some(reply),
         }
     }
 }

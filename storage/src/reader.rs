@@ -73,15 +73,16 @@ impl Reader {
 
     /// The verification `id` if it belongs to `company_id`; another
     /// company's id is `None`, exactly like an unknown one.
-    /// The stored idempotency key `key` of `company`, if created after
-    /// `expired_before` (a retry whose key is not in the binary's memory).
+    /// The stored idempotency key `key` of `company` in mode `livemode`, if
+    /// created after `expired_before` (a retry whose key is not in the
+    /// binary's memory).
     pub fn idempotency_key(
         &self,
-        company_id: CompanyId,
+        (company_id, livemode): (CompanyId, bool),
         key: &str,
         expired_before: UnixMillis,
     ) -> Result<Option<crate::StoredKey>, StorageError> {
-        crate::idempotency::lookup(&self.conn, company_id, key, expired_before)
+        crate::idempotency::lookup(&self.conn, (company_id, livemode), key, expired_before)
     }
 
     /// How many idempotency keys are stored.
@@ -100,6 +101,24 @@ impl Reader {
         first_row(
             &mut stmt,
             rusqlite::params![id, company_id],
+            verification_from_row,
+        )
+    }
+
+    /// The verification `id` if `owner` (a company's key of one mode) may
+    /// see it: the API's reads. Another company's or mode's is `None`.
+    pub fn owned_verification(
+        &self,
+        id: &str,
+        owner: crate::rows::Owner,
+    ) -> Result<Option<VerificationRow>, StorageError> {
+        let mut stmt = self.conn.prepare_cached(&format!(
+            "SELECT {VERIFICATION_COLUMNS} FROM verifications \
+             WHERE id = ?1 AND company_id = ?2 AND livemode = ?3"
+        ))?;
+        first_row(
+            &mut stmt,
+            rusqlite::params![id, owner.company_id, owner.livemode],
             verification_from_row,
         )
     }

@@ -40,9 +40,19 @@ pub struct VerificationRow {
     pub failure_reason: Option<String>,
     /// The `Idempotency-Key` the verification was created with, if any.
     pub idempotency_key: Option<String>,
+    /// Live (`true`) or test mode: the mode of the key that created it.
+    pub livemode: bool,
 }
 
 impl VerificationRow {
+    /// The company and mode whose keys may see the row.
+    pub fn owner(&self) -> Owner {
+        Owner {
+            company_id: self.company_id,
+            livemode: self.livemode,
+        }
+    }
+
     /// The row of a verification the engine started, for its owner.
     pub fn new(id: String, company_id: CompanyId, api_key_id: i64, started: Started) -> Self {
         let request = started.request;
@@ -66,7 +76,34 @@ impl VerificationRow {
             lease_generation: started.lease_generation,
             failure_reason: None,
             idempotency_key: None,
+            livemode: true,
         }
+    }
+}
+
+/// Whose a verification is, for the API: a company's key sees only its
+/// company's rows of its own mode (a test key never a live row, nor the
+/// reverse).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Owner {
+    pub company_id: CompanyId,
+    pub livemode: bool,
+}
+
+/// A bare company is its live owner.
+impl From<CompanyId> for Owner {
+    fn from(company_id: CompanyId) -> Owner {
+        Owner {
+            company_id,
+            livemode: true,
+        }
+    }
+}
+
+impl Owner {
+    /// Whether `row` is this owner's.
+    pub fn owns(&self, row: &VerificationRow) -> bool {
+        row.company_id == self.company_id && row.livemode == self.livemode
     }
 }
 
@@ -79,6 +116,7 @@ pub struct NewRejection {
     pub pool: Pool,
     pub reason: String,
     pub at: UnixMillis,
+    pub livemode: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -92,6 +130,8 @@ pub struct KeyRow {
     pub last_used_at: Option<UnixMillis>,
     pub revoked_at: Option<UnixMillis>,
     pub rate_limit_per_minute: Option<u32>,
+    /// Live (`true`) or test key (`svc_test_`).
+    pub livemode: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -106,6 +146,9 @@ pub struct CompanyRow {
     /// Webhook URLs this company may use over plain `http` (development
     /// receivers). Stored newline-separated.
     pub dev_webhook_urls: Vec<String>,
+    /// Numbers in each of the company's test pools; `None`: the service's
+    /// default.
+    pub test_pool_size: Option<u32>,
 }
 
 /// A lease a transition ended: `dial_number` goes back to the lease table
@@ -178,7 +221,7 @@ pub struct DeliveryRow {
 pub(crate) const VERIFICATION_COLUMNS: &str = "id, company_id, api_key_id, phone, dial_number, \
      pool, client_ref, info, webhook_url, ttl_seconds, status, created_at, expires_at, \
      completed_at, caller_id, lease_generation, failure_reason, idempotency_key, \
-     caller_id_source, caller_id_trust";
+     caller_id_source, caller_id_trust, livemode";
 
 pub(crate) fn verification_from_row(r: &Row<'_>) -> Result<VerificationRow> {
     let pool_text: String = r.get(5)?;
@@ -205,6 +248,7 @@ pub(crate) fn verification_from_row(r: &Row<'_>) -> Result<VerificationRow> {
         failure_reason: r.get(16)?,
         idempotency_key: r.get(17)?,
         caller_evidence: evidence_from_columns(r.get(18)?, r.get(19)?)?,
+        livemode: r.get::<_, i64>(20)? != 0,
     })
 }
 
@@ -230,7 +274,7 @@ pub(crate) fn evidence_from_columns(
 }
 
 pub(crate) const KEY_COLUMNS: &str = "id, company_id, label, prefix, secret_hash, created_at, \
-     last_used_at, revoked_at, rate_limit_per_minute";
+     last_used_at, revoked_at, rate_limit_per_minute, livemode";
 
 pub(crate) fn key_from_row(r: &Row<'_>) -> Result<KeyRow> {
     Ok(KeyRow {
@@ -246,11 +290,12 @@ pub(crate) fn key_from_row(r: &Row<'_>) -> Result<KeyRow> {
             .get::<_, Option<i64>>(8)?
             .map(|v| to_u32(v, "api_keys.rate_limit_per_minute"))
             .transpose()?,
+        livemode: r.get::<_, i64>(9)? != 0,
     })
 }
 
 pub(crate) const COMPANY_COLUMNS: &str = "id, name, created_at, webhook_secret, \
-     previous_webhook_secret, previous_secret_valid_until, send_failed_webhooks, dev_webhook_urls";
+     previous_webhook_secret, previous_secret_valid_until, send_failed_webhooks, dev_webhook_urls, test_pool_size";
 
 pub(crate) fn company_from_row(r: &Row<'_>) -> Result<CompanyRow> {
     let dev_urls: String = r.get(7)?;
@@ -263,6 +308,10 @@ pub(crate) fn company_from_row(r: &Row<'_>) -> Result<CompanyRow> {
         previous_secret_valid_until: r.get::<_, Option<i64>>(5)?.map(UnixMillis),
         send_failed_webhooks: r.get::<_, i64>(6)? != 0,
         dev_webhook_urls: split_urls(&dev_urls),
+        test_pool_size: r
+            .get::<_, Option<i64>>(8)?
+            .map(|v| to_u32(v, "companies.test_pool_size"))
+            .transpose()?,
     })
 }
 

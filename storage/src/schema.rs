@@ -176,6 +176,8 @@ pub(crate) const MIGRATIONS: &[&[&str]] = &[&[
 ],
 // 5: telephony evidence on a completed verification (see the module).
 crate::migration_evidence::MIGRATION,
+// 6: test mode (see the module).
+crate::migration_testmode::MIGRATION,
 ];
 
 /// The `user_version` of a fully migrated database.

@@ -10,6 +10,11 @@
 //! and its row id zero-padded, so the two never collide and the order is
 //! total.
 //!
+//! Every list and total is of one mode (`ListFilter::livemode`): the
+//! dashboard shows live and test rows apart, never summed. The mode is
+//! written into the SQL as a literal (it is a bool, never user text), so
+//! SQLite can use migration 6's partial indexes of test rows.
+//!
 //! Not for: deciding the period, bucket size or what a filter means for
 //! the user (the dashboard parses its query string into [`ListFilter`]).
 
@@ -37,6 +42,8 @@ pub struct ListCursor {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ListFilter {
     pub company_id: CompanyId,
+    /// Live rows, or test-mode rows.
+    pub livemode: bool,
     pub from: UnixMillis,
     pub to: UnixMillis,
     pub status: Option<Status>,
@@ -101,6 +108,11 @@ const REJECTION_SELECT: &str = "SELECT printf('r%015d', id) AS sort_id, NULL, 'f
 /// each half walks its index and stops at the page size.
 fn half(select: &str, f: &ListFilter, rejections: bool, args: &mut Vec<Sql>) -> String {
     let mut sql = select.to_owned();
+    sql.push_str(if f.livemode {
+        " AND livemode = 1"
+    } else {
+        " AND livemode = 0"
+    });
     args.extend([
         Sql::Integer(f.company_id),
         Sql::Integer(f.from.0),
@@ -196,16 +208,19 @@ pub(crate) fn list(conn: &Connection, f: &ListFilter) -> Result<ListPage> {
     Ok(ListPage { rows: out, next })
 }
 
-/// The company's totals in `[from, to)`, rejections included, in buckets
-/// of `bucket_ms` (at least 1 ms; the caller keeps their number small).
+/// The company's totals of one mode in `[from, to)`, rejections included,
+/// in buckets of `bucket_ms` (at least 1 ms; the caller keeps their number
+/// small).
 ///
-/// Each bucket is three range counts answered from indexes alone (all
-/// rows by company and time, completed ones by company, status and time,
-/// rejections by company and time): no row is read and no expression is
-/// evaluated per row, which a single `GROUP BY` over the period would do.
+/// Each bucket is range counts answered from indexes alone (all rows by
+/// company and time, completed ones by company, status and time,
+/// rejections by company and time, and the test rows' own by migration 6's
+/// partial indexes): no row is read and no expression is evaluated per
+/// row, which a single `GROUP BY` over the period would do. Live counts are
+/// all rows less the test rows.
 pub(crate) fn totals(
     conn: &Connection,
-    company_id: CompanyId,
+    (company_id, livemode): (CompanyId, bool),
     from: UnixMillis,
     to: UnixMillis,
     bucket_ms: i64,
@@ -222,6 +237,16 @@ pub(crate) fn totals(
         "SELECT COUNT(*) FROM verifications \
          WHERE company_id = ?1 AND status = 'completed' AND created_at >= ?2 AND created_at < ?3",
     )?;
+    let mut test_all = conn.prepare_cached(
+        "SELECT (SELECT COUNT(*) FROM verifications \
+           WHERE company_id = ?1 AND livemode = 0 AND created_at >= ?2 AND created_at < ?3) \
+         + (SELECT COUNT(*) FROM rejections \
+           WHERE company_id = ?1 AND livemode = 0 AND created_at >= ?2 AND created_at < ?3)",
+    )?;
+    let mut test_completed = conn.prepare_cached(
+        "SELECT COUNT(*) FROM verifications WHERE company_id = ?1 AND livemode = 0 \
+         AND status = 'completed' AND created_at >= ?2 AND created_at < ?3",
+    )?;
     let mut lo = from.0;
     while lo < to.0 {
         let hi = lo.saturating_add(bucket_ms).min(to.0);
@@ -229,9 +254,17 @@ pub(crate) fn totals(
             let n: i64 = stmt.query_row(rusqlite::params![company_id, lo, hi], |r| r.get(0))?;
             Ok(u64::try_from(n).unwrap_or(0))
         };
-        let b = Counts {
-            all: count(&mut all)?,
-            completed: count(&mut completed)?,
+        let test = Counts {
+            all: count(&mut test_all)?,
+            completed: count(&mut test_completed)?,
+        };
+        let b = if livemode {
+            Counts {
+                all: count(&mut all)?.saturating_sub(test.all),
+                completed: count(&mut completed)?.saturating_sub(test.completed),
+            }
+        } else {
+            test
         };
         t.total.all += b.all;
         t.total.completed += b.completed;
@@ -247,14 +280,15 @@ impl Reader {
         list(self.conn(), filter)
     }
 
-    /// The period's totals and buckets (see the module's `totals`).
+    /// The period's totals and buckets of one mode (see the module's
+    /// `totals`).
     pub fn verification_totals(
         &self,
-        company_id: CompanyId,
+        (company_id, livemode): (CompanyId, bool),
         from: UnixMillis,
         to: UnixMillis,
         bucket_ms: i64,
     ) -> Result<Totals, StorageError> {
-        totals(self.conn(), company_id, from, to, bucket_ms)
+        totals(self.conn(), (company_id, livemode), from, to, bucket_ms)
     }
 }

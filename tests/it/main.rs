@@ -20,6 +20,8 @@
 //! - [`tools`]: the bundled tools against the service;
 //! - [`standby`]: failover to a standby and the promoted start;
 //! - [`ha`]: automatic failover with etcd (election, fence, promotion);
+//! - [`testmode`]: test keys, test pools, simulated calls, isolation from
+//!   live data, the purge;
 //! - [`resilience`]: faults (disk, storage, provider, registrar), hostile
 //!   peers (HTTP, SIP, webhook receivers) and crashes (SIGKILL, restarts).
 //!
@@ -45,3 +47,6 @@ mod sip;
 mod standby;
 mod tools;
 mod webhooks;
+
+// Test mode (issue 25).
+mod testmode;

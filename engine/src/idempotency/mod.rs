@@ -22,4 +22,4 @@ pub mod table;
 
 pub use fingerprint::Fingerprint;
 pub use key::{parse_header, IdempotencyKey, KeyError, HEADER, KEY_LEN_MAX};
-pub use table::{Answer, Begin, Limits, Table};
+pub use table::{Answer, Begin, Limits, Space, Table};

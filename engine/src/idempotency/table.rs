@@ -92,7 +92,25 @@ enum Entry {
     Done(Answer),
 }
 
-type Scope = (CompanyId, IdempotencyKey);
+/// Whose keys a key is unique among: one company's, in one mode (a test
+/// key's create never replays a live one's answer, nor the reverse).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Space {
+    pub company: CompanyId,
+    pub livemode: bool,
+}
+
+/// A bare company is its live space.
+impl From<CompanyId> for Space {
+    fn from(company: CompanyId) -> Space {
+        Space {
+            company,
+            livemode: true,
+        }
+    }
+}
+
+type Scope = (Space, IdempotencyKey);
 
 fn retention_ms(hours: u32) -> i64 {
     i64::from(hours.clamp(RETENTION_HOURS_MIN, RETENTION_HOURS_MAX)) * 3_600_000
@@ -144,12 +162,12 @@ impl Table {
     /// `now`; see [`Begin`].
     pub fn begin(
         &mut self,
-        company: CompanyId,
+        company: impl Into<Space>,
         key: &IdempotencyKey,
         fingerprint: Fingerprint,
         now: UnixMillis,
     ) -> Begin {
-        let scope = (company, key.clone());
+        let scope = (company.into(), key.clone());
         let decided = match self.entries.get(&scope) {
             Some(Entry::InFlight(f)) if *f == fingerprint => Some(Begin::InFlight),
             Some(Entry::InFlight(_)) => Some(Begin::Mismatch),
@@ -171,10 +189,10 @@ impl Table {
 
     /// A key's create is stored (reported by the commit consumer), or a
     /// stored one was read back: its answer replaces whatever is here.
-    pub fn record(&mut self, company: CompanyId, key: &IdempotencyKey, answer: Answer) {
+    pub fn record(&mut self, company: impl Into<Space>, key: &IdempotencyKey, answer: Answer) {
         let at = answer.created_at;
         self.answer_bytes += answer.body.len();
-        let scope = (company, key.clone());
+        let scope = (company.into(), key.clone());
         match self.entries.insert(scope.clone(), Entry::Done(answer)) {
             Some(Entry::Done(old)) => self.answer_bytes -= old.body.len(),
             Some(Entry::InFlight(_)) => self.in_flight -= 1,
@@ -193,8 +211,8 @@ impl Table {
 
     /// A claim's create ended without a stored verification: the key is
     /// free again. An answer already recorded for it stays.
-    pub fn abandon(&mut self, company: CompanyId, key: &IdempotencyKey) {
-        let scope = (company, key.clone());
+    pub fn abandon(&mut self, company: impl Into<Space>, key: &IdempotencyKey) {
+        let scope = (company.into(), key.clone());
         if matches!(self.entries.get(&scope), Some(Entry::InFlight(_))) {
             self.entries.remove(&scope);
             self.in_flight -= 1;

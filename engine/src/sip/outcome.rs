@@ -53,6 +53,18 @@ impl CallOutcome {
         }
     }
 
+    /// The API's name of the outcome (test mode's `simulate-call` answers
+    /// with it).
+    pub fn code(self) -> &'static str {
+        match self {
+            CallOutcome::Completed => "completed",
+            CallOutcome::NoPendingVerification => "no_pending_verification",
+            CallOutcome::CallerWithheld => "caller_withheld",
+            CallOutcome::CallerIdUntrusted => "caller_id_untrusted",
+            CallOutcome::NotRecorded => "not_recorded",
+        }
+    }
+
     /// The whole `Warning` header value.
     pub fn warning(self) -> &'static str {
         match self {

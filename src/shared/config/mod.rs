@@ -11,11 +11,13 @@
 
 mod ha;
 mod lines;
+mod testmode;
 
 pub use ha::HaConfig;
 
 pub use lines::validate_line;
 use lines::{check_e164, expand_range};
+pub use testmode::test_regions;
 
 use anyhow::{bail, Context, Result};
 use dialproof_engine::caller_evidence::CallerIdTrust;
@@ -164,6 +166,9 @@ pub struct ApiConfig {
     /// (default 24, 1..=168): within it a retry with the key gets the
     /// stored answer; after it the key is purged and may be used again.
     pub idempotency_key_hours: Option<u32>,
+    /// Test mode: days a test verification (or rejection) is kept after
+    /// its creation (default 7, 1..=365); see `testmode`.
+    pub test_mode_retention_days: Option<u32>,
 }
 
 impl ApiConfig {
@@ -465,10 +470,12 @@ impl Config {
                 )));
             }
         }
+        note(self.api.validate_test_mode());
         for (index, line) in self.lines.iter().enumerate() {
             note(validate_line(line));
             note(each_line_number(index, line, |_| ()));
         }
+        note(testmode::check_numbers(self));
         out
     }
 

@@ -39,9 +39,9 @@ fn insert_verification(conn: &Connection, r: &VerificationRow) -> Result<()> {
         "INSERT INTO verifications (id, company_id, api_key_id, phone, dial_number, pool, \
          client_ref, info, webhook_url, ttl_seconds, status, created_at, expires_at, \
          completed_at, caller_id, lease_generation, failure_reason, idempotency_key, \
-         caller_id_source, caller_id_trust) \
+         caller_id_source, caller_id_trust, livemode) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, \
-         ?19, ?20)",
+         ?19, ?20, ?21)",
     )?;
     stmt.execute(params![
         r.id,
@@ -64,14 +64,15 @@ fn insert_verification(conn: &Connection, r: &VerificationRow) -> Result<()> {
         r.idempotency_key,
         r.caller_evidence.map(|e| e.source.as_str()),
         r.caller_evidence.map(|e| e.trust.as_str()),
+        r.livemode,
     ])?;
     Ok(())
 }
 
 pub(super) fn insert_rejection(conn: &Connection, r: &NewRejection) -> Result<()> {
     let mut stmt = conn.prepare_cached(
-        "INSERT INTO rejections (company_id, api_key_id, phone, pool, reason, created_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        "INSERT INTO rejections (company_id, api_key_id, phone, pool, reason, created_at, \
+         livemode) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )?;
     stmt.execute(params![
         r.company_id,
@@ -79,7 +80,8 @@ pub(super) fn insert_rejection(conn: &Connection, r: &NewRejection) -> Result<()
         r.phone,
         r.pool.as_str(),
         r.reason,
-        r.at.0
+        r.at.0,
+        r.livemode
     ])?;
     Ok(())
 }

@@ -60,15 +60,18 @@ impl OpRunner<'_> {
                 });
                 (HeldReply::Count(reply, result), None)
             }
+            WriteOp::PurgeTestRows { before, reply } => {
+                let result = self.guarded(|c| {
+                    crate::test_rows::purge(c, before, crate::test_rows::TEST_PURGE_BATCH_MAX)
+                });
+                (HeldReply::Count(reply, result), None)
+            }
             WriteOp::Transition {
                 id,
-                company_id,
+                owner,
                 event,
                 reply,
-            } => self.held_transition(
-                reply,
-                self.guarded(|c| transition(c, &id, company_id, &event)),
-            ),
+            } => self.held_transition(reply, self.guarded(|c| transition(c, &id, owner, &event))),
             WriteOp::TransitionByNumber {
                 dial_number,
                 generation,
@@ -175,6 +178,7 @@ impl OpRunner<'_> {
 fn stored_key(row: &VerificationRow, keyed: KeyedCreate) -> StoredKey {
     StoredKey {
         company_id: row.company_id,
+        livemode: row.livemode,
         key: row.idempotency_key.clone().unwrap_or_default(),
         fingerprint: keyed.fingerprint,
         verification_id: row.id.clone(),

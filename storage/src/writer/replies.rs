@@ -52,7 +52,9 @@ impl HeldReply {
         let name = op.name();
         match op {
             WriteOp::InsertVerification { reply, .. } => HeldReply::Inserted(reply, Err(e.clone())),
-            WriteOp::PurgeIdempotencyKeys { reply, .. } => HeldReply::Count(reply, Err(e.clone())),
+            WriteOp::PurgeIdempotencyKeys { reply, .. } | WriteOp::PurgeTestRows { reply, .. } => {
+                HeldReply::Count(reply, Err(e.clone()))
+            }
             WriteOp::RecordAttempt { reply, .. }
             | WriteOp::InsertSession { reply, .. }
             | WriteOp::Heartbeat { reply, .. }

@@ -14,8 +14,8 @@
 use crate::committed::{Committed, Transitioned};
 use crate::error::Result;
 use crate::rows::{
-    first_row, verification_from_row, DeliveryRow, DeliveryState, ReleasedLease, TransitionResult,
-    VerificationRow, VERIFICATION_COLUMNS,
+    first_row, verification_from_row, DeliveryRow, DeliveryState, Owner, ReleasedLease,
+    TransitionResult, VerificationRow, VERIFICATION_COLUMNS,
 };
 use dialproof_engine::time::UnixMillis;
 use dialproof_engine::verification::{apply, Decision, Event, EventType, State};
@@ -66,14 +66,14 @@ impl Applied {
 }
 
 /// [`WriteOp::Transition`](crate::WriteOp::Transition): applies `event` to
-/// verification `id`, scoped to `company_id` if given.
+/// verification `id`, scoped to `owner` (company and mode) if given.
 pub(super) fn transition(
     conn: &Connection,
     id: &str,
-    company_id: Option<CompanyId>,
+    owner: Option<Owner>,
     event: &Event,
 ) -> Result<Applied> {
-    let Some(mut row) = scoped_row(conn, id, company_id)? else {
+    let Some(mut row) = scoped_row(conn, id, owner)? else {
         return Ok(Applied::nothing());
     };
     let decision = apply(
@@ -134,17 +134,18 @@ pub(super) fn transition_by_number(
     }
 }
 
-/// The verification `id`; another company's is indistinguishable from none.
+/// The verification `id`; another company's (or mode's) is
+/// indistinguishable from none.
 fn scoped_row(
     conn: &Connection,
     id: &str,
-    company_id: Option<CompanyId>,
+    owner: Option<Owner>,
 ) -> Result<Option<VerificationRow>> {
     let mut select = conn.prepare_cached(&format!(
         "SELECT {VERIFICATION_COLUMNS} FROM verifications WHERE id = ?1"
     ))?;
     let row = first_row(&mut select, [id], verification_from_row)?;
-    Ok(row.filter(|r| company_id.is_none_or(|c| c == r.company_id)))
+    Ok(row.filter(|r| owner.is_none_or(|o| o.owns(r))))
 }
 
 /// Copies what the engine decided into the row.
@@ -218,6 +219,7 @@ fn insert_delivery(
         caller_id: Some(&row.caller_id),
         caller_evidence: row.caller_evidence,
         completed_at: moment,
+        livemode: row.livemode,
     });
     conn.prepare_cached(
         "INSERT INTO webhook_deliveries (verification_id, company_id, event_type, url, payload, \

@@ -86,6 +86,7 @@ fn ops_without_consequences_have_no_event() {
             pool: row.pool,
             reason: "all lines busy".into(),
             at: T0,
+            livemode: true,
         },
     )
     .expect("rejection");

@@ -287,6 +287,7 @@ fn rejections_are_recorded() {
             pool: dialproof_engine::pool::Pool::International,
             reason: "all lines busy".into(),
             at: UnixMillis(T0.0 + 5),
+            livemode: true,
         },
     )
     .expect("committed");

@@ -25,6 +25,7 @@ mod local_reads;
 mod migrations;
 mod recovery;
 mod replication;
+mod test_mode;
 mod throughput;
 mod transitions;
 mod wal;

@@ -112,6 +112,7 @@ pub fn pending_row(id: &str, company: CompanyId, key: i64, n: usize) -> Verifica
         lease_generation: 7,
         failure_reason: None,
         idempotency_key: None,
+        livemode: true,
         caller_evidence: None,
     }
 }
@@ -156,7 +157,7 @@ pub fn transition(
     let (tx, rx) = mpsc::channel();
     store.submit(WriteOp::Transition {
         id: id.to_owned(),
-        company_id,
+        owner: company_id.map(Into::into),
         event,
         reply: Some(Box::new(move |r| {
             let _ = tx.send(r);

@@ -38,15 +38,12 @@ fn run(db: &Db, store: &dialproof_storage::Store, make: fn(&Db, usize) -> WriteO
                             }
                         }
                         WriteOp::Transition {
-                            id,
-                            company_id,
-                            event,
-                            ..
+                            id, owner, event, ..
                         } => {
                             let tx = tx.clone();
                             WriteOp::Transition {
                                 id,
-                                company_id,
+                                owner,
                                 event,
                                 reply: Some(Box::new(move |r| {
                                     assert!(r.expect("transition").changed);
@@ -83,7 +80,7 @@ fn group_commit_throughput() {
     let after_inserts = store.stats();
     let calls = run(&db, &store, |_, n| WriteOp::Transition {
         id: format!("ver_{n:026}"),
-        company_id: None,
+        owner: None,
         event: Event::Call {
             at: T0.plus_seconds(10),
             caller: "+79123456789".into(),

@@ -304,7 +304,7 @@ fn a_transition_without_reply_still_commits() {
     store
         .submit(dialproof_storage::WriteOp::Transition {
             id: row.id.clone(),
-            company_id: None,
+            owner: None,
             event: Event::Cancel { at: T0 },
             reply: None,
         })

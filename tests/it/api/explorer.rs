@@ -4,11 +4,12 @@
 //! The page is loaded from the service alone: the test asserts that every
 //! resource the page fetched came from the service's own origin, so the
 //! explorer works with no internet. After the key is entered, Swagger UI
-//! loads /api/schema/ with it and must render the three operations.
+//! loads /api/schema/ with it and must render the four operations, test
+//! mode's `simulate-call` marked as test mode only.
 //!
 //! Not for: the document itself (`api::schema`).
 
-use crate::support::dashboard::{create_user, PASSWORD};
+use crate::support::dashboard::create_user;
 use crate::support::*;
 use headless_chrome::Browser;
 use std::time::{Duration, Instant};
@@ -18,7 +19,7 @@ fn browser(profile: &std::path::Path) -> Browser {
 }
 
 #[test]
-fn explorer_renders_the_three_operations_offline() {
+fn explorer_renders_the_four_operations_offline() {
     let server = Server::with_pools(1, 1);
     let company = server.create_company("explorer");
     let token = server.create_key(company);
@@ -30,19 +31,7 @@ fn explorer_renders_the_three_operations_offline() {
     let origin = format!("https://127.0.0.1:{}", server.https.port());
     // The explorer opens for a signed-in dashboard user (a browser cannot
     // send the bearer header when it opens a page).
-    tab.navigate_to(&format!("{origin}/dashboard/login/"))
-        .expect("navigate")
-        .wait_until_navigated()
-        .expect("login page loads");
-    tab.wait_for_element("#email").unwrap().click().unwrap();
-    tab.send_character("dev@explorer.test").unwrap();
-    tab.wait_for_element("#password").unwrap().click().unwrap();
-    tab.send_character(PASSWORD).unwrap();
-    tab.wait_for_element("button[type=submit]")
-        .unwrap()
-        .click()
-        .unwrap();
-    tab.wait_for_element("#total").expect("signed in");
+    crate::support::browser::sign_in(&tab, &origin, "dev@explorer.test");
     tab.navigate_to(&format!("{origin}/api/docs/"))
         .expect("navigate")
         .wait_until_navigated()
@@ -66,7 +55,7 @@ fn explorer_renders_the_three_operations_offline() {
             .find_elements(".opblock-summary-path")
             .map(|els| els.iter().filter_map(|e| e.get_inner_text().ok()).collect())
             .unwrap_or_default();
-        if found.len() >= 3 || Instant::now() > deadline {
+        if found.len() >= 4 || Instant::now() > deadline {
             break found;
         }
         std::thread::sleep(Duration::from_millis(200));
@@ -76,6 +65,7 @@ fn explorer_renders_the_three_operations_offline() {
         "/api/v1/verifications/",
         "/api/v1/verifications/{id}/",
         "/api/v1/verifications/{id}/cancel/",
+        "/api/v1/verifications/{id}/simulate-call/",
     ] {
         assert!(
             joined.split(" | ").any(|x| x == p),
@@ -89,7 +79,17 @@ fn explorer_renders_the_three_operations_offline() {
         .iter()
         .filter_map(|e| e.get_inner_text().ok())
         .collect();
-    assert_eq!(methods, ["POST", "GET", "POST"], "methods in order");
+    assert_eq!(methods, ["POST", "GET", "POST", "POST"], "methods in order");
+    let summaries: Vec<String> = tab
+        .find_elements(".opblock-summary-description")
+        .unwrap()
+        .iter()
+        .filter_map(|e| e.get_inner_text().ok())
+        .collect();
+    assert!(
+        summaries.iter().any(|s| s.starts_with("Test mode only")),
+        "simulate-call is shown as test mode only: {summaries:?}"
+    );
 
     // Everything the page loaded came from the service itself.
     let origins = tab

@@ -16,17 +16,7 @@ use std::time::Duration;
 
 /// A create with `Idempotency-Key: key` (and the body as given, bytes).
 fn create_keyed_raw(s: &Server, token: &str, key: &str, body: &[u8]) -> Resp {
-    let auth = format!("Bearer {token}");
-    s.request(
-        "POST",
-        COLLECTION,
-        &[
-            ("Authorization", &auth),
-            ("Content-Type", "application/json"),
-            ("Idempotency-Key", key),
-        ],
-        body,
-    )
+    s.create_keyed(token, key, body)
 }
 
 fn create_keyed(s: &Server, token: &str, key: &str, body: &Value) -> Resp {

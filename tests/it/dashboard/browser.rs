@@ -12,6 +12,7 @@
 //! Not for: each page's rules in detail (the other `dashboard` modules, read
 //! as HTML).
 
+use crate::support::browser::{submit, text};
 use crate::support::dashboard::{create_user, PASSWORD};
 use crate::support::sip::*;
 use crate::support::webhooks::{Answer, Receiver};
@@ -33,29 +34,6 @@ fn screenshot(tab: &Tab, name: &str) {
         .expect("screenshot");
     std::fs::create_dir_all(&dir).expect("screenshot dir");
     std::fs::write(std::path::Path::new(&dir).join(format!("{name}.png")), png).expect("write");
-}
-
-fn text(tab: &Tab, selector: &str) -> String {
-    tab.wait_for_element(selector)
-        .unwrap_or_else(|e| panic!("{selector}: {e}"))
-        .get_inner_text()
-        .expect("inner text")
-}
-
-/// Clicks `selector` (a submit button) and waits until the next page
-/// shows `then`.
-fn submit(tab: &Tab, selector: &str, then: &str) {
-    tab.wait_for_element(selector)
-        .expect(selector)
-        .click()
-        .expect("click");
-    if tab.wait_for_element(then).is_err() {
-        let html = tab.get_content().unwrap_or_default();
-        panic!(
-            "no {then} after clicking {selector} at {}:\n{html}",
-            tab.get_url()
-        );
-    }
 }
 
 #[test]

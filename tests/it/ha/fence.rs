@@ -179,3 +179,65 @@ fn a_primary_whose_supervisor_dies_stops_taking_writes_at_once() {
     b.server.create_ok(&token, &body);
     eprintln!("supervisor killed: its service refused writes after {refused:?}");
 }
+
+/// README, "Automatic failover": a fenced node refuses every write, and a
+/// test mode's simulated call is one (it completes a verification as a
+/// call does). No etcd is needed: the test speaks the supervisor's words
+/// (`lease <ms>`, `fence`) on the service's stdin through a FIFO, as
+/// `dialproof ha` does through a pipe.
+#[test]
+fn a_fenced_service_refuses_simulated_calls_too() {
+    use std::io::Write;
+    let mut s = Server::prepare("");
+    let fifo = s.dir.path().join("supervisor-words");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.is_ok_and(|st| st.success()), "mkfifo failed");
+    // Opening a FIFO blocks until both ends are open: the writer's open
+    // waits on its own thread for the service's shell to open the reader.
+    let path = fifo.clone();
+    let writer = std::thread::spawn(move || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .expect("open the FIFO")
+    });
+    let redirect = format!("exec $0 < {}", fifo.display());
+    s.set_serve_args(&["--ha-child"]);
+    s.set_supervisor(&["sh", "-c", &redirect]);
+    s.launch();
+    let mut words = writer.join().expect("FIFO writer");
+    writeln!(words, "lease 600000").expect("lease word");
+
+    let company = s.create_company("acme");
+    let token = crate::testmode::test_key(&s, company);
+    let created = s.create_ok(&token, &body(RU_PHONE));
+    let id = created["verification_id"]
+        .as_str()
+        .expect("an id")
+        .to_owned();
+    writeln!(words, "fence").expect("fence word");
+    let fenced = within(Instant::now(), Duration::from_secs(5), || {
+        s.create(&token, &body(RU_PHONE)).status == 503
+    });
+    assert!(
+        fenced.is_some(),
+        "creates not refused after `fence`:\n{}",
+        s.logs()
+    );
+
+    let r = crate::testmode::simulate(&s, &token, &id, &json!({"caller_id": "+79161234567"}));
+    assert_eq!(
+        r.status,
+        503,
+        "a fenced node took a simulated call: {}",
+        r.text()
+    );
+    assert_eq!(
+        r.json()["error"]["code"],
+        "service_unavailable",
+        "{}",
+        r.text()
+    );
+    assert!(r.header("retry-after").is_some(), "503 without Retry-After");
+    assert_eq!(s.get(&token, &id).json()["status"], "pending");
+}

@@ -77,7 +77,7 @@ pub fn now_millis() -> i64 {
 }
 
 /// The Verification fields, in the spec's order, then the additive ones.
-pub const VERIFICATION_FIELDS: [&str; 13] = [
+pub const VERIFICATION_FIELDS: [&str; 14] = [
     "verification_id",
     "phone",
     "dial_number",
@@ -91,6 +91,8 @@ pub const VERIFICATION_FIELDS: [&str; 13] = [
     "caller_id_received",
     "caller_id_source",
     "caller_id_trust",
+    // Test mode (issue 25): live or test.
+    "livemode",
 ];
 
 /// Checks a Verification object's shape: exactly the spec's fields with
@@ -127,6 +129,10 @@ pub fn assert_verification(v: &Value) {
     assert!(
         ["pending", "completed", "expired", "failed"].contains(&status),
         "status {status:?}"
+    );
+    assert!(
+        v["livemode"].is_boolean(),
+        "livemode is not a boolean in {v}"
     );
     let ttl = v["ttl_seconds"].as_i64().expect("ttl_seconds integer");
     assert!((30..=600).contains(&ttl), "ttl_seconds {ttl}");

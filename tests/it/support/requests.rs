@@ -125,6 +125,21 @@ impl Server {
         )
     }
 
+    /// A create with `Idempotency-Key: key` and `body` as given.
+    pub fn create_keyed(&self, token: &str, key: &str, body: &[u8]) -> Resp {
+        let auth = format!("Bearer {token}");
+        self.request(
+            "POST",
+            COLLECTION,
+            &[
+                ("Authorization", &auth),
+                ("Content-Type", "application/json"),
+                ("Idempotency-Key", key),
+            ],
+            body,
+        )
+    }
+
     /// Creates and asserts 201; returns the Verification.
     pub fn create_ok(&self, token: &str, body: &Value) -> Value {
         let r = self.create(token, body);

