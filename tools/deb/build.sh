@@ -6,7 +6,9 @@
 # Release profile by default (what an operator installs); --debug packages
 # the dev-profile binary the test suite has already built, so CI does not
 # compile the workspace a second time. The package is a dpkg-deb over a
-# staged tree: /usr/bin/dialproof, the unit, the conffile
+# staged tree: /usr/bin/dialproof, the units (dialproof.service for one
+# node; dialproof-ha.service, from tools/deploy/, for a node of an
+# automatic-failover cluster: enable one of them), the conffile
 # /etc/dialproof/dialproof.toml, the maintainer scripts (postinst makes the
 # user and /var/lib/dialproof, which the package does not own, so neither
 # removal nor purge touches the data). Prints the .deb's
@@ -39,6 +41,7 @@ install -d "$stage/DEBIAN" "$stage/usr/bin" "$stage/lib/systemd/system" \
   "$stage/etc/dialproof" "$stage/usr/share/doc/dialproof"
 install -m 0755 "$binary" "$stage/usr/bin/dialproof"
 install -m 0644 tools/deb/dialproof.service "$stage/lib/systemd/system/dialproof.service"
+install -m 0644 tools/deploy/dialproof-ha.service "$stage/lib/systemd/system/dialproof-ha.service"
 install -m 0640 tools/deb/dialproof.toml "$stage/etc/dialproof/dialproof.toml"
 install -m 0644 README.md "$stage/usr/share/doc/dialproof/README.md"
 install -m 0644 tools/deb/README.md "$stage/usr/share/doc/dialproof/README.Debian"
@@ -54,13 +57,17 @@ Version: $version
 Architecture: $arch
 Maintainer: Dialproof operators <root@localhost>
 Installed-Size: $size
-Depends: libc6, adduser
+Depends: libc6, adduser, util-linux
+Suggests: etcd-server
 Section: net
 Priority: optional
 Description: phone-ownership verification by inbound call
  A client creates a verification for a phone number; the service leases
  one of its inbound numbers, the user calls it, the service records the
  Caller-ID over SIP, rejects the call and sends a signed webhook.
+ dialproof.service runs one node; dialproof-ha.service runs a node of an
+ automatic-failover cluster (etcd elects the primary; Litestream, not
+ packaged in Debian, replicates the database).
  This package holds the $profile-profile build of the dialproof binary.
 CONTROL
 

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The package as an operator meets it (tools/deb/README.md; run by
 # tools/test.sh as root, in a network namespace with only loopback):
-# build it, dpkg -i, systemd-analyze verify the installed unit, `dialproof
-# check` on the packaged config as the packaged user, start the packaged
+# build it, dpkg -i, systemd-analyze verify the installed units (and that
+# the failover unit conflicts with the single-node one), `dialproof check`
+# on the packaged config as the packaged user (and `dialproof ha` refused
+# on it, naming the missing [ha] section), start the packaged
 # binary as that user with the unit's one capability, create a
 # verification over HTTPS and complete it with dialproof-sim, stop it,
 # then dpkg -r (config and data kept) and dpkg --purge (config removed).
@@ -43,16 +45,26 @@ getent passwd dialproof >/dev/null || fail "no dialproof user"
 dpkg-query -W -f '${Conffiles}' dialproof | grep -q '/etc/dialproof/dialproof.toml' ||
   fail "the config is not a conffile"
 
-echo "== systemd-analyze verify"
-verify=$(systemd-analyze verify /lib/systemd/system/dialproof.service 2>&1) ||
-  fail "systemd-analyze verify: $verify"
-[ -z "$verify" ] || fail "systemd-analyze verify warns: $verify"
+echo "== systemd-analyze verify (both units)"
+for unit in dialproof.service dialproof-ha.service; do
+  verify=$(systemd-analyze verify "/lib/systemd/system/$unit" 2>&1) ||
+    fail "systemd-analyze verify $unit: $verify"
+  [ -z "$verify" ] || fail "systemd-analyze verify $unit warns: $verify"
+done
+grep -qx 'Conflicts=dialproof.service' /lib/systemd/system/dialproof-ha.service ||
+  fail "dialproof-ha.service may run beside dialproof.service (design choice: one unit per node)"
 
 config=/etc/dialproof/dialproof.toml
 echo "== dialproof check, as the dialproof user"
 runuser -u dialproof -- dialproof --config "$config" check > "$work/check.out" ||
   fail "check refused the packaged config: $(cat "$work/check.out")"
 grep -qx "configuration OK" "$work/check.out" || fail "no 'configuration OK'"
+
+echo "== dialproof ha on the single-node config says what it lacks"
+if runuser -u dialproof -- dialproof --config "$config" ha > "$work/ha.out" 2>&1; then
+  fail "dialproof ha ran without an [ha] section"
+fi
+grep -q 'needs an \[ha\] section' "$work/ha.out" || fail "dialproof ha: $(cat "$work/ha.out")"
 
 echo "== serve, as the dialproof user with CAP_NET_BIND_SERVICE only"
 # What the unit gives: the user, no new privileges, one capability.
@@ -103,6 +115,7 @@ echo "== dpkg -r keeps the config and the data"
 dpkg -r dialproof >/dev/null
 [ ! -e /usr/bin/dialproof ] || fail "binary left after dpkg -r"
 [ ! -e /lib/systemd/system/dialproof.service ] || fail "unit left after dpkg -r"
+[ ! -e /lib/systemd/system/dialproof-ha.service ] || fail "ha unit left after dpkg -r"
 [ -f /etc/dialproof/dialproof.toml ] || fail "config removed by dpkg -r"
 [ -f /var/lib/dialproof/dialproof.db ] || fail "data removed by dpkg -r"
 
