@@ -311,9 +311,17 @@ fn webhooks(out: &mut String, ctx: &Ops) {
         out,
         name,
         "counter",
-        "Deliveries given up after the last attempt.",
+        "Live deliveries given up after the last attempt.",
     );
     sample(out, name, "", get(&m.dead));
+    let name = "dialproof_test_mode_webhook_deliveries_dead_total";
+    header(
+        out,
+        name,
+        "counter",
+        "Test-mode deliveries given up after the last attempt.",
+    );
+    sample(out, name, "", get(&m.test_dead));
     let name = "dialproof_webhook_attempt_duration_seconds";
     header(
         out,
@@ -349,8 +357,13 @@ fn webhook_gauges(out: &mut String, ctx: &Ops) {
         ),
         (
             "dialproof_webhook_undelivered",
-            "Outbox rows still pending (refreshed every 5 s).",
+            "Live outbox rows still pending (refreshed every 5 s).",
             &m.undelivered,
+        ),
+        (
+            "dialproof_test_mode_webhook_undelivered",
+            "Test-mode outbox rows still pending (refreshed every 5 s).",
+            &m.test_undelivered,
         ),
     ] {
         header(out, name, "gauge", help);
@@ -367,7 +380,7 @@ fn webhook_gauges(out: &mut String, ctx: &Ops) {
         out,
         name,
         "gauge",
-        "Age of the oldest pending outbox row; 0 when none.",
+        "Age of the oldest pending live outbox row; 0 when none.",
     );
     sample(out, name, "", age);
 }

@@ -73,8 +73,11 @@ pub const WEBHOOK_OUTCOMES: [&str; 3] = ["delivered", "failed_answer", "no_answe
 pub struct WebhookMetrics {
     /// Attempts per [`WEBHOOK_OUTCOMES`] entry.
     pub attempts: [AtomicU64; WEBHOOK_OUTCOMES.len()],
-    /// Deliveries given up after their last attempt.
+    /// Live deliveries given up after their last attempt.
     pub dead: AtomicU64,
+    /// Test-mode deliveries given up (apart: a client's CI receiver that
+    /// went away is not an operator's problem).
+    pub test_dead: AtomicU64,
     /// One attempt's HTTP exchange.
     pub attempt_duration: Histogram,
     /// From the event's commit to the 2xx that delivered it.
@@ -83,10 +86,13 @@ pub struct WebhookMetrics {
     pub queued: AtomicU64,
     /// Gauge: attempts dispatched and not yet recorded.
     pub in_flight: AtomicU64,
-    /// Gauge: outbox rows still pending (refreshed every few seconds).
+    /// Gauge: live outbox rows still pending (refreshed every few seconds).
     pub undelivered: AtomicU64,
-    /// Gauge: commit time (Unix ms) of the oldest pending row; 0 for none.
+    /// Gauge: commit time (Unix ms) of the oldest pending live row; 0 for
+    /// none.
     pub oldest_undelivered_at_ms: AtomicU64,
+    /// Gauge: test-mode outbox rows still pending.
+    pub test_undelivered: AtomicU64,
 }
 
 impl WebhookMetrics {

@@ -134,6 +134,7 @@ impl Driver {
         match self.reader.undelivered() {
             Ok(u) => {
                 m.undelivered.store(u.count, Ordering::Relaxed);
+                m.test_undelivered.store(u.test_count, Ordering::Relaxed);
                 let oldest = u.oldest_created_at.map_or(0, |t| t.0.max(0) as u64);
                 m.oldest_undelivered_at_ms.store(oldest, Ordering::Relaxed);
             }

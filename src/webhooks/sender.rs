@@ -247,7 +247,8 @@ fn count(
         Next::Delivered => m
             .delivery_latency
             .observe(millis(finished_at.0 - job.delivery.created_at.0)),
-        Next::Dead => Metrics::inc(&m.dead),
+        Next::Dead if job.delivery.livemode => Metrics::inc(&m.dead),
+        Next::Dead => Metrics::inc(&m.test_dead),
         Next::RetryAt(_) => {}
     }
 }

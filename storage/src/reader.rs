@@ -254,27 +254,50 @@ impl Reader {
 }
 
 /// How many outbox rows are still pending, and when the oldest was
-/// committed (`None` when there is none). For the operators' metrics.
+/// committed (`None` when there is none), for live verifications; test
+/// mode's pending rows are counted apart (a client's CI receiver that went
+/// away must not look like a live backlog). For the operators' metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Undelivered {
     pub count: u64,
     pub oldest_created_at: Option<UnixMillis>,
+    /// Pending rows of test-mode verifications.
+    pub test_count: u64,
 }
 
 impl Reader {
-    /// The pending outbox rows in all (see [`Undelivered`]). Walks the
-    /// pending rows (the `state` index finds them), so callers run it at a
-    /// slow cadence.
+    /// The pending outbox rows (see [`Undelivered`]). Walks the pending
+    /// rows (the `state` index finds them, each verification by its key),
+    /// so callers run it at a slow cadence.
     pub fn undelivered(&self) -> Result<Undelivered, StorageError> {
         let mut stmt = self.conn.prepare_cached(
-            "SELECT COUNT(*), MIN(created_at) FROM webhook_deliveries WHERE state = 'pending'",
+            "SELECT COALESCE(v.livemode, 1) AS live, COUNT(*), MIN(d.created_at) \
+             FROM webhook_deliveries d LEFT JOIN verifications v ON v.id = d.verification_id \
+             WHERE d.state = 'pending' GROUP BY live",
         )?;
-        let (count, oldest): (i64, Option<i64>) =
-            stmt.query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        Ok(Undelivered {
-            count: u64::try_from(count).unwrap_or(0),
-            oldest_created_at: oldest.map(UnixMillis),
-        })
+        let mut found = Undelivered {
+            count: 0,
+            oldest_created_at: None,
+            test_count: 0,
+        };
+        let rows = stmt.query_map([], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, Option<i64>>(2)?,
+            ))
+        })?;
+        for row in rows {
+            let (live, count, oldest) = row?;
+            let count = u64::try_from(count).unwrap_or(0);
+            if live != 0 {
+                found.count = count;
+                found.oldest_created_at = oldest.map(UnixMillis);
+            } else {
+                found.test_count = count;
+            }
+        }
+        Ok(found)
     }
 }
 

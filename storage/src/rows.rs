@@ -215,6 +215,9 @@ pub struct DeliveryRow {
     pub next_attempt_at: Option<UnixMillis>,
     pub created_at: UnixMillis,
     pub updated_at: UnixMillis,
+    /// The verification's mode: test-mode deliveries are counted apart
+    /// (the operators' backlog and dead-delivery alerts are for live ones).
+    pub livemode: bool,
 }
 
 /// Column list matching [`verification_from_row`], in order.
@@ -315,8 +318,13 @@ pub(crate) fn company_from_row(r: &Row<'_>) -> Result<CompanyRow> {
     })
 }
 
+/// The last column is the verification's mode, read through its id (the
+/// queries select from `webhook_deliveries` without an alias); a
+/// delivery whose verification is gone counts as live.
 pub(crate) const DELIVERY_COLUMNS: &str = "id, verification_id, company_id, event_type, url, \
-     payload, state, attempts, next_attempt_at, created_at, updated_at";
+     payload, state, attempts, next_attempt_at, created_at, updated_at, \
+     COALESCE((SELECT v.livemode FROM verifications v \
+               WHERE v.id = webhook_deliveries.verification_id), 1)";
 
 pub(crate) fn delivery_from_row(r: &Row<'_>) -> Result<DeliveryRow> {
     let event_text: String = r.get(3)?;
@@ -336,6 +344,7 @@ pub(crate) fn delivery_from_row(r: &Row<'_>) -> Result<DeliveryRow> {
         next_attempt_at: r.get::<_, Option<i64>>(8)?.map(UnixMillis),
         created_at: UnixMillis(r.get(9)?),
         updated_at: UnixMillis(r.get(10)?),
+        livemode: r.get::<_, i64>(11)? != 0,
     })
 }
 

@@ -246,5 +246,6 @@ fn insert_delivery(
         next_attempt_at: Some(due),
         created_at: due,
         updated_at: due,
+        livemode: row.livemode,
     })
 }

@@ -43,6 +43,44 @@ fn attempt(delivery_id: i64, n: u32, status: Option<u16>, state: DeliveryState) 
     }
 }
 
+/// Design choice: test mode's pending deliveries are counted apart from
+/// live ones, so the operators' backlog alert (which reads the live count
+/// and age) never fires for a client's CI receiver that went away.
+#[test]
+fn a_test_mode_delivery_is_pending_apart_from_live_ones() {
+    let db = db();
+    let store = db.store();
+    let live = db.row(1);
+    let test = dialproof_storage::VerificationRow {
+        livemode: false,
+        ..db.row(2)
+    };
+    for row in [&live, &test] {
+        insert(&store, row.clone()).unwrap();
+    }
+    let expire = |id: &str| {
+        let at = T0.plus_seconds(60);
+        transition(&store, id, None, Event::Expire { at }).unwrap()
+    };
+    let test_delivery = expire(&test.id).delivery_id.expect("outbox row");
+    let only_test = db.reader().undelivered().unwrap();
+    assert_eq!(
+        (
+            only_test.count,
+            only_test.oldest_created_at,
+            only_test.test_count
+        ),
+        (0, None, 1),
+        "a test-mode delivery counted as a live backlog"
+    );
+    let d = db.reader().delivery(test_delivery).unwrap().unwrap();
+    assert!(!d.livemode, "the test delivery reads as live");
+    expire(&live.id);
+    let both = db.reader().undelivered().unwrap();
+    assert_eq!((both.count, both.test_count), (1, 1));
+    assert!(both.oldest_created_at.is_some());
+}
+
 #[test]
 fn attempts_move_the_delivery_and_fill_the_log() {
     let db = db();
@@ -89,7 +127,8 @@ fn attempts_move_the_delivery_and_fill_the_log() {
         db.reader().undelivered().unwrap(),
         dialproof_storage::Undelivered {
             count: 0,
-            oldest_created_at: None
+            oldest_created_at: None,
+            test_count: 0,
         }
     );
     let d = db.reader().delivery(id).unwrap().unwrap();

@@ -281,6 +281,61 @@ fn webhook_metrics_follow_a_delivery_and_a_failing_receiver() {
     assert!(value(&samples, "dialproof_sip_invite_transactions{}") <= 2.0);
 }
 
+/// README, "Test mode" and the alert rules: a test-mode webhook that is
+/// given up counts in `dialproof_test_mode_webhook_deliveries_dead_total`,
+/// not in the live counter the dead-delivery alert reads, and leaves the
+/// live backlog gauges at zero (design choice: operators are paged for
+/// live deliveries only; a client's CI receiver that went away is not
+/// theirs to fix).
+#[test]
+fn a_dead_test_mode_webhook_is_counted_apart_from_live_ones() {
+    use crate::support::webhooks::*;
+    let bad = Receiver::recording(Answer::Status(500));
+    let (server, ops) = start(FAST_RETRIES);
+    let company = server.create_company("acme");
+    server.cli(&[
+        "company",
+        "dev-url",
+        "add",
+        &company.to_string(),
+        &bad.base_url(),
+    ]);
+    let token = crate::testmode::test_key(&server, company);
+    let created = server.create_ok(
+        &token,
+        &serde_json::json!({"phone": RU_PHONE, "webhook_url": bad.url("/hook")}),
+    );
+    let id = created["verification_id"].as_str().expect("an id");
+    let call = serde_json::json!({"caller_id": "+79161234567"});
+    let r = crate::testmode::simulate(&server, &token, id, &call);
+    assert_eq!(r.status, 200, "{}", r.text());
+    bad.wait_for("/hook", 3, std::time::Duration::from_secs(15));
+    let settled = poll(std::time::Duration::from_secs(15), || {
+        let samples = parse_independently(&get(ops, "/metrics").1);
+        let dead = value(
+            &samples,
+            "dialproof_test_mode_webhook_deliveries_dead_total",
+        );
+        (dead == 1.0 && value(&samples, "dialproof_webhook_in_flight{}") == 0.0).then_some(samples)
+    });
+    let samples = settled.unwrap_or_else(|| panic!("{}", get(ops, "/metrics").1));
+    for live in [
+        "dialproof_webhook_deliveries_dead_total",
+        "dialproof_webhook_undelivered{}",
+        "dialproof_webhook_oldest_undelivered_age_seconds{}",
+    ] {
+        assert_eq!(
+            value(&samples, live),
+            0.0,
+            "{live} counts a test-mode delivery"
+        );
+    }
+    assert_eq!(
+        value(&samples, "dialproof_test_mode_webhook_undelivered{}"),
+        0.0
+    );
+}
+
 /// The metric names (`dialproof_*`, `process_*`) in a PromQL expression.
 fn metric_names(expr: &str) -> Vec<String> {
     let mut names = Vec::new();
