@@ -5,7 +5,7 @@
 //! single INVITE, INVITEs that came while it was not leased (stray calls)
 //! and the last completion, and decides when a number is quarantined.
 //!
-//! The rule (the README's "Number health"): a number whose last K leases
+//! The rule (tools/deploy/README.md, "Number health"): a number whose last K leases
 //! all expired without an INVITE is quarantined, where p is its pool's
 //! completion share over the last hour and K is the smallest count with
 //! `(1-p)^K < 1e-4 / L`, L the leases the pool issues in a day at the last

@@ -87,7 +87,7 @@ pub enum Command {
 pub struct ServeArgs {
     /// Start as a standby promoted over a database restored from the
     /// replica: hold back the numbers the old primary's lost tail may have
-    /// leased (README, "Standby and failover").
+    /// leased (tools/deploy/README.md, "Standby with Litestream").
     #[arg(long)]
     pub promoted: bool,
     /// With --promoted: when the old primary stopped committing (Unix

@@ -558,9 +558,9 @@ fn cumulative(out: &mut String, name: &str, bounds: &[String], counts: &[u64], s
     );
 }
 
-/// The heartbeat a replica carries and a promotion's hold (README,
-/// "Standby and failover": the replica's lag is this heartbeat minus the
-/// one a restored replica holds).
+/// The heartbeat a replica carries and a promotion's hold
+/// (tools/deploy/README.md, "Standby with Litestream": the replica's lag is
+/// this heartbeat minus the one a restored replica holds).
 fn replication(out: &mut String, r: &ReplicationMetrics) {
     let seconds = |ms: &AtomicU64| get(ms) as f64 / 1000.0;
     for (name, help, v) in [

@@ -202,7 +202,7 @@ impl Running {
 
 /// Opens the database with its commit events going to the one consumer.
 /// Fail points come from `DIALPROOF_FAILPOINTS`, an operator's fault
-/// injection switch (documented in the README), not a test hook.
+/// injection switch (tools/deploy/README.md, "Fault drills"), not a test hook.
 fn open_store(config: &Config) -> Result<(Store, CommitReceiver)> {
     let data_dir = config.data_dir();
     std::fs::create_dir_all(&data_dir)

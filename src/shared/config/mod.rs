@@ -303,8 +303,8 @@ pub struct LineConfig {
     #[serde(default = "default_country")]
     pub default_country: String,
     /// Where an INVITE's dialled number is read: `auto` (default),
-    /// `request_uri`, `to` or `p_called_party_id` (see the README's
-    /// "Which header carries the dialled number").
+    /// `request_uri`, `to` or `p_called_party_id` (see
+    /// tools/deploy/README.md, "SIP lines", "The dialled number").
     #[serde(default = "default_dialled_number_from")]
     pub dialled_number_from: String,
     /// The registration expiry we ask for (default 3600).

@@ -1,4 +1,4 @@
-//! Upgrades (README, "Upgrading"): every missing migration is applied in
+//! Upgrades (tools/deploy/README.md, "Upgrading"): every missing migration is applied in
 //! one transaction, so a failed upgrade leaves the file at the version it
 //! had; a newer release's file is refused with the one-line message.
 

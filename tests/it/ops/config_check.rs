@@ -1,4 +1,5 @@
-//! `dialproof check` (README, "Configuration", "Checking a configuration"):
+//! `dialproof check` (tools/deploy/README.md, "Configuration", "Checking a
+//! configuration"; README, "Configuration", "Reload and check"):
 //! each class of problem with its exact line, one line per problem, exit
 //! 1, nothing changed on disk; the plan of a good file; and `serve`
 //! refusing the same file with the same lines.

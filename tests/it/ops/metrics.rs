@@ -80,7 +80,8 @@ fn value(samples: &[String], prefix: &str) -> f64 {
     line.rsplit(' ').next().unwrap().parse().expect("value")
 }
 
-/// README, "Operations" (Metrics, health and readiness): `/metrics` is the Prometheus
+/// README, "Operations" (Metrics, health and readiness; the series in
+/// tools/deploy/README.md): `/metrics` is the Prometheus
 /// text format, read back by an independent parser, and counts what happened.
 #[test]
 fn metrics_parse_and_count_what_happened() {
@@ -144,8 +145,9 @@ fn metrics_parse_and_count_what_happened() {
     );
 }
 
-/// README, "Operations" (Metrics, health and readiness): `/healthz` and `/readyz`, and
-/// `/readyz` saying why when storage fails.
+/// README, "Operations" (Metrics, health and readiness; the checks in full in
+/// tools/deploy/README.md): `/healthz` and `/readyz`, and `/readyz` saying
+/// why when storage fails.
 #[test]
 fn health_and_readiness() {
     let (mut server, ops) = start(&pools(1, 0));

@@ -115,7 +115,8 @@ fn a_broken_config_is_refused_and_the_old_one_kept() {
     assert_eq!(server.create(&token, &body(RU_PHONE)).status, 503);
 }
 
-/// README, "Configuration": after `kill -HUP` a leased number that left
+/// tools/deploy/README.md, "Configuration" (Reload): after `kill -HUP` a
+/// leased number that left
 /// the file keeps its verification (still readable, still expires) and is
 /// no longer issued; a line added to the file makes its numbers issuable.
 #[test]
@@ -181,7 +182,8 @@ fn a_removed_leased_number_keeps_its_verification_and_a_new_line_is_issuable() {
     assert_eq!(dial(&again), dial(&kept));
 }
 
-/// README, "Configuration": a file that is TOML but not a valid
+/// tools/deploy/README.md, "Configuration" (Reload): a file that is TOML but
+/// not a valid
 /// configuration is not applied on SIGHUP (the old one stays), and a later
 /// good reload still applies.
 #[test]

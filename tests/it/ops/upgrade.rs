@@ -1,4 +1,5 @@
-//! Upgrades (README, "Operations", "Upgrading"): databases written by the
+//! Upgrades (tools/deploy/README.md, "Upgrading"; README, "Operations"):
+//! databases written by the
 //! first release (schema migration 1, commit d600e08) and by the previous
 //! release (migration 3, commit accf345, before Idempotency-Key) are
 //! checked, migrated on start and served: an existing verification reads

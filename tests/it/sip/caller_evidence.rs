@@ -227,7 +227,8 @@ fn a_pending_verification_has_neither_field() {
 }
 
 #[test]
-/// Pins the README's `min_caller_id_trust` paragraph.
+/// Pins tools/deploy/README.md, "SIP lines", "Minimum caller-ID trust" (and
+/// the README's `min_caller_id_trust` sentence).
 fn a_call_below_the_lines_minimum_trust_is_rejected_and_the_verification_stays_pending() {
     let (server, ops) = start_with_ops(&sip_config(&line_with(
         1,

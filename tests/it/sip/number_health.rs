@@ -5,7 +5,7 @@
 //! pool's completion share and lease rate; no healthy number is; the
 //! quarantine is withheld from leasing, shown by `dialproof number health`,
 //! survives in the database, and `dialproof number release` brings the
-//! number back. Pins the README's "Number health".
+//! number back. Pins tools/deploy/README.md, "Number health".
 
 use crate::support::sip::*;
 use crate::support::*;

@@ -1,4 +1,5 @@
-//! Failover to a standby (README, "Standby and failover"): the
+//! Failover to a standby (README, "Automatic failover", the manual standby;
+//! tools/deploy/README.md, "Standby with Litestream"): the
 //! primary runs under `litestream replicate -exec` and replicates to a
 //! directory; under a steady create load with a few real calls it is
 //! SIGKILLed (Litestream first, then the service, as when the machine
@@ -363,7 +364,8 @@ pub(crate) fn check_webhooks(rx: &Receiver, restored: &Restored) -> usize {
     completions.len()
 }
 
-/// README, "Standby and failover": the standby serves within 60 s of the
+/// README, "Automatic failover" (the manual standby, the lost tail): the
+/// standby serves within 60 s of the
 /// primary's death, loses nothing acknowledged before the replication
 /// interval, never leases one number twice and delivers what the replica
 /// kept.
