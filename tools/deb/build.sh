@@ -45,6 +45,8 @@ install -m 0644 tools/deploy/dialproof-ha.service "$stage/lib/systemd/system/dia
 install -m 0640 tools/deb/dialproof.toml "$stage/etc/dialproof/dialproof.toml"
 install -m 0644 README.md "$stage/usr/share/doc/dialproof/README.md"
 install -m 0644 tools/deb/README.md "$stage/usr/share/doc/dialproof/README.Debian"
+# The operator's guide (commands, metrics, alerts' runbooks, failover).
+install -m 0644 tools/deploy/README.md "$stage/usr/share/doc/dialproof/operations.md"
 install -m 0644 tools/deploy/dialproof-alerts.yml "$stage/usr/share/doc/dialproof/dialproof-alerts.yml"
 for script in postinst prerm postrm; do
   install -m 0755 "tools/deb/$script" "$stage/DEBIAN/$script"

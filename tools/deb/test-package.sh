@@ -44,6 +44,9 @@ getent passwd dialproof >/dev/null || fail "no dialproof user"
 [ "$(stat -c %U:%G:%a /etc/dialproof/dialproof.toml)" = root:dialproof:640 ] || fail "config owner or mode"
 dpkg-query -W -f '${Conffiles}' dialproof | grep -q '/etc/dialproof/dialproof.toml' ||
   fail "the config is not a conffile"
+for doc in README.md operations.md dialproof-alerts.yml; do
+  [ -s "/usr/share/doc/dialproof/$doc" ] || fail "/usr/share/doc/dialproof/$doc not installed"
+done
 
 echo "== systemd-analyze verify (both units)"
 for unit in dialproof.service dialproof-ha.service; do
