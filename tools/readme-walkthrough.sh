@@ -9,8 +9,10 @@
 # printed: the create's `HTTP 201`, the simulator's `verification
 # completed`, the receiver's signed `verification.completed` line, the GET's
 # `"status":"completed"` with the caller, the cancel's `"status":"expired"`,
-# the simulator's `nothing changed` for the cancelled number, and that the
-# service stops with status 0 on SIGTERM.
+# the simulator's `nothing changed` for the cancelled number, then test
+# mode's (a test key's create with `"livemode":false`, the simulated call's
+# `completed` outcome and a second signed webhook), and that the service
+# stops with status 0 on SIGTERM.
 #
 #   sudo bash tools/readme-walkthrough.sh
 #   CARGO_TARGET_DIR=$(mktemp -d) bash tools/readme-walkthrough.sh   # cold build
@@ -158,6 +160,15 @@ check "the receiver got the signed webhook" '^verification\.completed ver_[0-9A-
 check "the GET shows it completed, with the caller" '"status":"completed".*"caller_id_received":"\+79161234567"'
 check "the cancel answered expired" '"status":"expired"'
 check "the call to the cancelled number changed nothing" '^nothing changed: no verification is pending on \+'
+check "test mode: the test key's create is not live" '"livemode":false'
+check "test mode: the simulated call completed it" '"outcome":"completed".*"caller_id_received":"\+79161234567".*"caller_id_source":"simulated"'
+webhooks=$(grep -Ec '^verification\.completed ver_[0-9A-Za-z]{26} valid$' "$work/steps.log" || true)
+if [ "$webhooks" -ge 2 ]; then
+  echo "ok: test mode: the receiver got the test verification's signed webhook too"
+else
+  echo "FAILED: test mode: $webhooks signed verification.completed webhooks, want 2 (live and test)"
+  failed=1
+fi
 
 # The service from "Two commands" stops cleanly on SIGTERM.
 serve="${bg_pids[0]}"

@@ -54,6 +54,8 @@ pub fn run(admin: &Admin, cmd: DeliveryCmd, json_output: bool, now: UnixMillis) 
             let filter = DeliveryFilter {
                 company_id: company,
                 verification_id: verification,
+                // The operator's log shows both modes (each row says which).
+                livemode: None,
                 limit,
             };
             let log = admin
@@ -106,6 +108,7 @@ fn entry_json(e: &DeliveryLogEntry) -> serde_json::Value {
         "id": d.id,
         "verification_id": d.verification_id,
         "company_id": d.company_id,
+        "livemode": d.livemode,
         "type": d.event_type.as_str(),
         "url": d.url,
         "state": d.state.as_str(),

@@ -8,7 +8,9 @@
 //! due at once (the same storage call as `dialproof delivery retry`).
 //!
 //! Every change is scoped to the session's company; a delivery of another
-//! company is "not found".
+//! company is "not found". The log shows one mode at a time (`?mode=live`,
+//! the default, or `?mode=test`: test mode's deliveries), like the
+//! verifications page; a change returns to the live log.
 //!
 //! Not for: the secret and development-URL rules (`crate::accounts::companies`,
 //! shared with the CLI), sending webhooks (`crate::webhooks`) or the SQL
@@ -52,6 +54,9 @@ struct DeliveryView {
 #[template(path = "webhooks.html", config = "src/dashboard/askama.toml")]
 struct WebhooksPage {
     nav: Nav,
+    /// The delivery log's mode, `live` or `test` (test mode's deliveries
+    /// are never listed with live ones).
+    mode: &'static str,
     new_secret: Option<String>,
     grace_until: String,
     failed_on: bool,
@@ -87,19 +92,50 @@ fn delivery_view(e: &DeliveryLogEntry) -> DeliveryView {
     }
 }
 
-fn show(
-    ctx: &Dashboard,
-    signed: &Signed,
+/// What the page shows besides the company's settings.
+struct Showing {
     status: u16,
+    livemode: bool,
     new_secret: Option<String>,
     notice: Option<String>,
-) -> Response {
+}
+
+impl Showing {
+    /// The page after a change (or a refused one): the live log.
+    fn after_change(status: u16, new_secret: Option<String>, notice: Option<String>) -> Self {
+        Showing {
+            status,
+            livemode: true,
+            new_secret,
+            notice,
+        }
+    }
+}
+
+/// The page's mode from `?mode=` (live by default; anything else is the
+/// 400 notice), the same switch as the verifications page.
+fn mode_of(req: &Request) -> Result<bool, String> {
+    match Fields::query(req.query.as_deref()).get("mode") {
+        None | Some("live") => Ok(true),
+        Some("test") => Ok(false),
+        Some(other) => Err(format!("Неизвестный режим «{other}»: live или test.")),
+    }
+}
+
+fn show(ctx: &Dashboard, signed: &Signed, showing: Showing) -> Response {
+    let Showing {
+        status,
+        livemode,
+        new_secret,
+        notice,
+    } = showing;
     let company_id = signed.user.company_id;
     let read = ctx.read(move |r| -> Result<_, StorageError> {
         let company = r.company(company_id)?;
         let filter = DeliveryFilter {
             company_id: Some(company_id),
             verification_id: None,
+            livemode: Some(livemode),
             limit: LOG_ROWS,
         };
         Ok((company, r.delivery_log(&filter)?))
@@ -113,6 +149,7 @@ fn show(
     };
     let page = WebhooksPage {
         nav: signed.nav("webhooks"),
+        mode: if livemode { "live" } else { "test" },
         new_secret,
         grace_until: company
             .previous_secret_valid_until
@@ -130,7 +167,16 @@ fn show(
 /// `GET /dashboard/webhooks/`.
 pub fn page(ctx: &Dashboard, req: &Request) -> Response {
     match auth::require(ctx, req) {
-        Ok(signed) => show(ctx, &signed, 200, None, None),
+        Ok(signed) => match mode_of(req) {
+            Ok(livemode) => {
+                let showing = Showing {
+                    livemode,
+                    ..Showing::after_change(200, None, None)
+                };
+                show(ctx, &signed, showing)
+            }
+            Err(text) => show(ctx, &signed, Showing::after_change(400, None, Some(text))),
+        },
         Err(resp) => resp,
     }
 }
@@ -212,7 +258,7 @@ pub fn change(ctx: &Dashboard, req: &Request) -> Response {
     };
     let act = match action(&req.path, &fields) {
         Ok(a) => a,
-        Err(text) => return show(ctx, &signed, 400, None, Some(text)),
+        Err(text) => return show(ctx, &signed, Showing::after_change(400, None, Some(text))),
     };
     let company = signed.user.company_id;
     let now = ctx.clock.now();
@@ -222,13 +268,8 @@ pub fn change(ctx: &Dashboard, req: &Request) -> Response {
         Some(Err(
             StorageError::NotFound(_) | StorageError::Invalid(_) | StorageError::Conflict(_),
         )) => {
-            return show(
-                ctx,
-                &signed,
-                404,
-                None,
-                Some("Не найдено или недопустимо.".into()),
-            );
+            let notice = Some("Не найдено или недопустимо.".into());
+            return show(ctx, &signed, Showing::after_change(404, None, notice));
         }
         Some(Err(e)) => return page::storage_failed("webhooks change", &e.to_string()),
         None => return page::storage_failed("webhooks change", "no answer in time"),
@@ -238,7 +279,7 @@ pub fn change(ctx: &Dashboard, req: &Request) -> Response {
     }
     tracing::info!(company_id = company, path = %req.path, "webhook settings changed in the dashboard");
     match secret {
-        Some(s) => show(ctx, &signed, 200, Some(s), None),
+        Some(s) => show(ctx, &signed, Showing::after_change(200, Some(s), None)),
         None => page::see_other("/dashboard/webhooks/"),
     }
 }

@@ -83,12 +83,14 @@ pub struct DeliveryLogEntry {
 }
 
 /// Which deliveries a log listing shows: newest first, optionally of one
-/// company and/or one verification, at most `limit` (capped at
-/// [`DELIVERY_LOG_LIMIT_MAX`]).
+/// company, one verification and/or one mode (live or test, by their
+/// verification's), at most `limit` (capped at [`DELIVERY_LOG_LIMIT_MAX`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DeliveryFilter {
     pub company_id: Option<CompanyId>,
     pub verification_id: Option<String>,
+    /// `Some(true)`: live deliveries only; `Some(false)`: test mode's.
+    pub livemode: Option<bool>,
     pub limit: usize,
 }
 
@@ -213,11 +215,18 @@ pub(crate) fn log(conn: &Connection, filter: &DeliveryFilter) -> Result<Vec<Deli
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries \
          WHERE (?1 IS NULL OR company_id = ?1) AND (?2 IS NULL OR verification_id = ?2) \
+         AND (?4 IS NULL OR COALESCE((SELECT v.livemode FROM verifications v \
+                                      WHERE v.id = webhook_deliveries.verification_id), 1) = ?4) \
          ORDER BY created_at DESC, id DESC LIMIT ?3"
     ))?;
     let deliveries = collect_rows(
         &mut stmt,
-        params![filter.company_id, filter.verification_id, limit],
+        params![
+            filter.company_id,
+            filter.verification_id,
+            limit,
+            filter.livemode
+        ],
         delivery_from_row,
     )?;
     deliveries

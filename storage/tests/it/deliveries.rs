@@ -79,6 +79,21 @@ fn a_test_mode_delivery_is_pending_apart_from_live_ones() {
     let both = db.reader().undelivered().unwrap();
     assert_eq!((both.count, both.test_count), (1, 1));
     assert!(both.oldest_created_at.is_some());
+    // The delivery log of one mode (the dashboard's switch) and of both.
+    let log_of = |livemode: Option<bool>| -> Vec<String> {
+        let filter = DeliveryFilter {
+            livemode,
+            limit: 10,
+            ..Default::default()
+        };
+        let log = db.admin().delivery_log(&filter).unwrap();
+        log.into_iter()
+            .map(|e| e.delivery.verification_id)
+            .collect()
+    };
+    assert_eq!(log_of(Some(true)), vec![live.id.clone()]);
+    assert_eq!(log_of(Some(false)), vec![test.id.clone()]);
+    assert_eq!(log_of(None).len(), 2);
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! The dashboard's test/live switch in a real headless browser (Debian's
 //! chromium): a "test key" is created from the keys page, used on the API
 //! with a simulated call and the magic 503, and the verifications page
-//! counts one mode at a time: live by default, test after the switch.
+//! counts one mode at a time: live by default, test after the switch; the
+//! webhooks page's delivery log likewise.
 //!
 //! Not for: the page's other rules (`dashboard::verifications`).
 
@@ -80,4 +81,24 @@ fn a_test_key_from_the_dashboard_and_totals_of_one_mode_at_a_time() {
     // The filter form keeps the mode.
     click(&tab, "form.filters button", "#mode-live");
     assert_eq!(text(&tab, "#total"), "3");
+
+    // The delivery log too: the simulated call's webhook is test mode's,
+    // so the live log (the default) does not list it.
+    let test_id = id_of(&first);
+    tab.navigate_to(&format!("{origin}/dashboard/webhooks/"))
+        .unwrap();
+    tab.wait_until_navigated().unwrap();
+    assert_eq!(text(&tab, "#mode-current"), "Боевой режим");
+    let live_log = text(&tab, "section.wide");
+    assert!(
+        !live_log.contains(&test_id),
+        "the live delivery log lists a test-mode delivery: {live_log}"
+    );
+    click(&tab, "#mode-test", "#mode-live");
+    assert_eq!(text(&tab, "#mode-current"), "Тестовый режим");
+    let test_log = text(&tab, "section.wide");
+    assert!(
+        test_log.contains(&test_id),
+        "the test delivery log lacks the simulated call's webhook: {test_log}"
+    );
 }
