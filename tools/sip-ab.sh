@@ -26,7 +26,7 @@ if [ -z "${BASE_BIN:-}" ]; then
     --manifest-path "$WT/Cargo.toml"
   BASE_BIN=$PWD/target/ab-base/target/release/dialproof
 fi
-HEAD_BIN=$PWD/target/release/dialproof
+HEAD_BIN=${CARGO_TARGET_DIR:-$PWD/target}/release/dialproof
 OUT=$(mktemp -d /tmp/dialproof-sip-ab.XXXXXX)
 
 # From sip-bench's output: "<rate> <p50> <p99>" of the unleased and the
