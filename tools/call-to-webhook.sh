@@ -23,8 +23,8 @@ KEYS=${KEYS:-20}
 CONNECTIONS=${CONNECTIONS:-64}
 
 cargo build --release -q --workspace --bins
-BIN=$PWD/target/release/dialproof
-LOAD=$PWD/target/release/dialproof-load
+BIN=${CARGO_TARGET_DIR:-$PWD/target}/release/dialproof
+LOAD=${CARGO_TARGET_DIR:-$PWD/target}/release/dialproof-load
 DIR=$(mktemp -d /tmp/dialproof-call-to-webhook.XXXXXX)
 trap 'kill "$SERVER" 2>/dev/null || true; wait 2>/dev/null || true' EXIT
 

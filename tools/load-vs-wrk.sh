@@ -32,8 +32,8 @@ OPEN_RATE=${OPEN_RATE:-30000}
 
 command -v wrk >/dev/null || { echo "wrk missing: apt-get install wrk" >&2; exit 1; }
 cargo build --release -q --workspace --bins
-BIN=$PWD/target/release/dialproof
-LOAD=$PWD/target/release/dialproof-load
+BIN=${CARGO_TARGET_DIR:-$PWD/target}/release/dialproof
+LOAD=${CARGO_TARGET_DIR:-$PWD/target}/release/dialproof-load
 DIR=$(mktemp -d /tmp/dialproof-load-vs-wrk.XXXXXX)
 trap 'kill "$SERVER" 2>/dev/null || true; wait 2>/dev/null || true' EXIT
 

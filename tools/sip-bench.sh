@@ -31,8 +31,8 @@ command -v sipp >/dev/null || { echo "sipp missing: apt-get install sip-tester" 
 cargo build --release -q --workspace --bins
 # DIALPROOF_BIN: another build of the service (an older commit's, for an
 # A/B comparison; see tools/sip-ab.sh); the receiver stays this one.
-BIN=${DIALPROOF_BIN:-$PWD/target/release/dialproof}
-RECEIVER_BIN=$PWD/target/release/dialproof-webhook-receiver
+BIN=${DIALPROOF_BIN:-${CARGO_TARGET_DIR:-$PWD/target}/release/dialproof}
+RECEIVER_BIN=${CARGO_TARGET_DIR:-$PWD/target}/release/dialproof-webhook-receiver
 DIR=$(mktemp -d /tmp/dialproof-sip-bench.XXXXXX)
 RECEIVER=
 trap 'kill "$SERVER" $RECEIVER 2>/dev/null || true; wait 2>/dev/null || true' EXIT
