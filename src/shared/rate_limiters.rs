@@ -1,5 +1,6 @@
 //! Per-caller request windows: one sliding window per API key prefix (shared
-//! by the three endpoints), per dashboard user, and per address for logins.
+//! by every verification endpoint, test mode's simulated call included), per
+//! dashboard user, and per address for logins.
 //!
 //! The windows outlive key-cache reloads (they are keyed by prefix, not held
 //! in the cache), so a limit change or a revocation elsewhere never resets a
