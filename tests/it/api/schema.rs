@@ -12,7 +12,7 @@
 //!
 //! Not for: the explorer page in a browser (`api::explorer`).
 
-use crate::support::tools::pyenv_bin;
+use crate::support::tools::{pyenv_bin, run_schemathesis};
 use crate::support::*;
 use std::process::Command;
 
@@ -83,35 +83,7 @@ fn schemathesis_finds_no_undocumented_or_failing_answer() {
     // The run sends far more than the default 120 requests a minute.
     server.cli(&["key", "set-limit", prefix, "100000"]);
     let (r, _) = fetch_schema(&server, &token);
-    let file = server.dir.path().join("schema.json");
-    std::fs::write(&file, &r.body).unwrap();
-    let base = format!("https://127.0.0.1:{}", server.https.port());
-    let out = Command::new(pyenv_bin("schemathesis"))
-        // Its cache directory goes where it runs: keep it out of the repo.
-        .current_dir(server.dir.path())
-        .args(["run", file.to_str().unwrap()])
-        .args(["--url", &base])
-        .args(["--header", &format!("Authorization: Bearer {token}")])
-        .args(["--tls-verify", "false"])
-        .args(["--seed", "20261121"])
-        .args(["--max-examples", "40"])
-        .args([
-            "--checks",
-            "not_a_server_error,status_code_conformance,content_type_conformance,\
-             response_headers_conformance,response_schema_conformance",
-        ])
-        .args(["--mode", "all"])
-        .args(["--no-color"])
-        .env("SCHEMATHESIS_HOOKS", "")
-        .output()
-        .expect("running schemathesis");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "schemathesis found failures:\n{stdout}\n{stderr}\nserver logs:\n{}",
-        server.logs()
-    );
+    let stdout = run_schemathesis(&server, &r.body, &token, "20261121", &[]);
     // Make sure it really exercised all four operations, including read
     // and cancel of verifications it created (through the schema's links);
     // with this live key, test mode's simulate-call is always the

@@ -9,7 +9,7 @@
 //! Not for: system packages (sipp, kamailio, chromium: `tools/test.sh`
 //! installs them and each harness module names its own).
 
-use super::BIN;
+use super::{Server, BIN};
 use std::path::PathBuf;
 use std::process::{Child, Output};
 use std::time::{Duration, Instant};
@@ -57,4 +57,49 @@ pub fn wait_bounded(mut child: Child, what: &str, timeout: Duration) -> Output {
         std::thread::sleep(Duration::from_millis(50));
     }
     child.wait_with_output().expect("its output")
+}
+
+/// Runs schemathesis (every check on status, content type, headers and
+/// body, both the per-operation and the stateful phase) against `server`
+/// with the served `schema` and `token`, plus `extra` arguments; fails the
+/// test on any failure it reports, and returns its output for the caller's
+/// own checks of what it exercised.
+pub fn run_schemathesis(
+    server: &Server,
+    schema: &[u8],
+    token: &str,
+    seed: &str,
+    extra: &[&str],
+) -> String {
+    let file = server.dir.path().join("schema.json");
+    std::fs::write(&file, schema).expect("writing the schema");
+    let base = format!("https://127.0.0.1:{}", server.https.port());
+    let out = std::process::Command::new(pyenv_bin("schemathesis"))
+        // Its cache directory goes where it runs: keep it out of the repo.
+        .current_dir(server.dir.path())
+        .args(["run", file.to_str().expect("utf-8 temp path")])
+        .args(["--url", &base])
+        .args(["--header", &format!("Authorization: Bearer {token}")])
+        .args(["--tls-verify", "false"])
+        .args(["--seed", seed])
+        .args(["--max-examples", "40"])
+        .args(extra)
+        .args([
+            "--checks",
+            "not_a_server_error,status_code_conformance,content_type_conformance,\
+             response_headers_conformance,response_schema_conformance",
+        ])
+        .args(["--mode", "all"])
+        .args(["--no-color"])
+        .env("SCHEMATHESIS_HOOKS", "")
+        .output()
+        .expect("running schemathesis");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "schemathesis found failures:\n{stdout}\n{}\nserver logs:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        server.logs()
+    );
+    stdout
 }
