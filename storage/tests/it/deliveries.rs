@@ -24,6 +24,14 @@ fn record(store: &Store, a: NewAttempt) -> Result<(), StorageError> {
     rx.recv_timeout(REPLY_WAIT).expect("record reply")
 }
 
+/// Inserts `row` and expires it at T0 + 60 s; returns its outbox row's id.
+fn insert_expired(store: &Store, row: &dialproof_storage::VerificationRow) -> i64 {
+    insert(store, row.clone()).unwrap();
+    let at = T0.plus_seconds(60);
+    let t = transition(store, &row.id, None, Event::Expire { at }).unwrap();
+    t.delivery_id.expect("outbox row")
+}
+
 fn attempt(delivery_id: i64, n: u32, status: Option<u16>, state: DeliveryState) -> NewAttempt {
     let started = T0.plus_seconds(100 + n);
     NewAttempt {
@@ -55,14 +63,7 @@ fn a_test_mode_delivery_is_pending_apart_from_live_ones() {
         livemode: false,
         ..db.row(2)
     };
-    for row in [&live, &test] {
-        insert(&store, row.clone()).unwrap();
-    }
-    let expire = |id: &str| {
-        let at = T0.plus_seconds(60);
-        transition(&store, id, None, Event::Expire { at }).unwrap()
-    };
-    let test_delivery = expire(&test.id).delivery_id.expect("outbox row");
+    let test_delivery = insert_expired(&store, &test);
     let only_test = db.reader().undelivered().unwrap();
     assert_eq!(
         (
@@ -75,7 +76,7 @@ fn a_test_mode_delivery_is_pending_apart_from_live_ones() {
     );
     let d = db.reader().delivery(test_delivery).unwrap().unwrap();
     assert!(!d.livemode, "the test delivery reads as live");
-    expire(&live.id);
+    insert_expired(&store, &live);
     let both = db.reader().undelivered().unwrap();
     assert_eq!((both.count, both.test_count), (1, 1));
     assert!(both.oldest_created_at.is_some());
@@ -101,17 +102,7 @@ fn attempts_move_the_delivery_and_fill_the_log() {
     let db = db();
     let store = db.store();
     let row = db.row(1);
-    insert(&store, row.clone()).unwrap();
-    let t = transition(
-        &store,
-        &row.id,
-        None,
-        Event::Expire {
-            at: T0.plus_seconds(60),
-        },
-    )
-    .unwrap();
-    let id = t.delivery_id.expect("outbox row");
+    let id = insert_expired(&store, &row);
     let due = db.reader().due_deliveries(T0.plus_seconds(61), 10).unwrap();
     assert_eq!(due.len(), 1);
     let undelivered = db.reader().undelivered().unwrap();
@@ -195,17 +186,7 @@ fn manual_retry_makes_it_due_now_and_bumps_the_change_version() {
     let db = db();
     let store = db.store();
     let row = db.row(2);
-    insert(&store, row.clone()).unwrap();
-    let t = transition(
-        &store,
-        &row.id,
-        None,
-        Event::Expire {
-            at: T0.plus_seconds(60),
-        },
-    )
-    .unwrap();
-    let id = t.delivery_id.unwrap();
+    let id = insert_expired(&store, &row);
     record(&store, attempt(id, 1, Some(500), DeliveryState::Dead)).unwrap();
     assert!(db
         .reader()
@@ -244,17 +225,7 @@ fn a_manual_retry_during_an_attempt_is_not_lost() {
     let db = db();
     let store = db.store();
     let row = db.row(3);
-    insert(&store, row.clone()).unwrap();
-    let t = transition(
-        &store,
-        &row.id,
-        None,
-        Event::Expire {
-            at: T0.plus_seconds(60),
-        },
-    )
-    .unwrap();
-    let id = t.delivery_id.unwrap();
+    let id = insert_expired(&store, &row);
     // Attempt 1 starts at T0+101 s; the operator retries at T0+101.005 s,
     // before the attempt (a failure, next try in 5 s) is recorded.
     let retried_at = T0.plus_seconds(101).plus_millis(5);
