@@ -77,6 +77,17 @@ pub enum Route<'a> {
     SimulateCall(&'a str),
 }
 
+impl Route<'_> {
+    /// The one method the resource answers; every POST one changes state
+    /// (create, cancel, a simulated call), every GET one only reads.
+    fn method(&self) -> &'static str {
+        match self {
+            Route::Collection | Route::Cancel(_) | Route::SimulateCall(_) => "POST",
+            Route::Item(_) | Route::Schema => "GET",
+        }
+    }
+}
+
 const COLLECTION: &str = "/api/v1/verifications/";
 const SCHEMA: &str = "/api/schema/";
 
@@ -139,10 +150,7 @@ pub fn handle(ctx: &Api, req: &Request, route: Route<'_>) -> Response {
         Ok(key) => key,
         Err(answer) => return answer,
     };
-    let allowed = match route {
-        Route::Collection | Route::Cancel(_) | Route::SimulateCall(_) => "POST",
-        Route::Item(_) | Route::Schema => "GET",
-    };
+    let allowed = route.method();
     if req.method != allowed {
         return Response::detail(405, &texts::method_not_allowed(&req.method))
             .with_header("Allow", allowed);
@@ -154,14 +162,9 @@ pub fn handle(ctx: &Api, req: &Request, route: Route<'_>) -> Response {
     let Some(key) = key else {
         return Response::detail(403, texts::KEY_REQUIRED);
     };
-    // Every write: a simulated call completes a verification as a real one
-    // does, so a fenced node refuses it too.
-    if ctx.fence.is_fenced()
-        && matches!(
-            route,
-            Route::Collection | Route::Cancel(_) | Route::SimulateCall(_)
-        )
-    {
+    // Every write, a simulated call included (it completes a verification
+    // as a real call does): a fenced node refuses them all.
+    if ctx.fence.is_fenced() && route.method() == "POST" {
         return fenced();
     }
     match route {
