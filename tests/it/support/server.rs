@@ -299,8 +299,7 @@ pub fn start_with_server_setting(extra: &str) -> Server {
     s
 }
 
-// --- automatic failover (issue 27) ---
-
+// Automatic failover's nodes (tests/it/ha/): `dialproof ha` as a child.
 impl Server {
     /// Starts `dialproof --config F ha` in a process group of its own
     /// (so a test can kill the whole node, as when its machine dies) and
