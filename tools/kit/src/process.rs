@@ -365,7 +365,10 @@ mod tests {
     #[test]
     fn waits_for_ready_and_keeps_every_line() {
         let log = Log::new();
-        let script = "echo first; echo 'READY https=127.0.0.1:1' ; printf '\\033[1mbold\\033[0m\\n' >&2; echo after; sleep 5";
+        // `exec`: the sleep is the process terminated; a sleep left behind
+        // as the shell's child would hold the output pipes open for its 5 s
+        // and race the wait for their end.
+        let script = "echo first; echo 'READY https=127.0.0.1:1' ; printf '\\033[1mbold\\033[0m\\n' >&2; echo after; exec sleep 5";
         let mut p = Running::spawn(&mut sh(script), &log, Stderr::Log, Duration::from_secs(10))
             .expect("ready");
         assert_eq!(p.ready().https(), Some("127.0.0.1:1".parse().unwrap()));
