@@ -215,8 +215,7 @@ pub(crate) fn log(conn: &Connection, filter: &DeliveryFilter) -> Result<Vec<Deli
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries \
          WHERE (?1 IS NULL OR company_id = ?1) AND (?2 IS NULL OR verification_id = ?2) \
-         AND (?4 IS NULL OR COALESCE((SELECT v.livemode FROM verifications v \
-                                      WHERE v.id = webhook_deliveries.verification_id), 1) = ?4) \
+         AND (?4 IS NULL OR livemode = ?4) \
          ORDER BY created_at DESC, id DESC LIMIT ?3"
     ))?;
     let deliveries = collect_rows(

@@ -57,6 +57,7 @@ mod failpoints;
 mod idempotency;
 mod local_reader;
 mod meta;
+mod migration_delivery_mode;
 mod migration_evidence;
 mod migration_testmode;
 mod number_health;

@@ -267,13 +267,12 @@ pub struct Undelivered {
 
 impl Reader {
     /// The pending outbox rows (see [`Undelivered`]). Walks the pending
-    /// rows (the `state` index finds them, each verification by its key),
-    /// so callers run it at a slow cadence.
+    /// rows (the `state` index finds them; each carries its mode), so
+    /// callers run it at a slow cadence.
     pub fn undelivered(&self) -> Result<Undelivered, StorageError> {
         let mut stmt = self.conn.prepare_cached(
-            "SELECT COALESCE(v.livemode, 1) AS live, COUNT(*), MIN(d.created_at) \
-             FROM webhook_deliveries d LEFT JOIN verifications v ON v.id = d.verification_id \
-             WHERE d.state = 'pending' GROUP BY live",
+            "SELECT livemode, COUNT(*), MIN(created_at) FROM webhook_deliveries \
+             WHERE state = 'pending' GROUP BY livemode",
         )?;
         let mut found = Undelivered {
             count: 0,

@@ -318,13 +318,11 @@ pub(crate) fn company_from_row(r: &Row<'_>) -> Result<CompanyRow> {
     })
 }
 
-/// The last column is the verification's mode, read through its id (the
-/// queries select from `webhook_deliveries` without an alias); a
-/// delivery whose verification is gone counts as live.
+/// Column list matching [`delivery_from_row`], in order. The mode is the
+/// row's own column (migration 7), so reading a delivery touches no other
+/// table.
 pub(crate) const DELIVERY_COLUMNS: &str = "id, verification_id, company_id, event_type, url, \
-     payload, state, attempts, next_attempt_at, created_at, updated_at, \
-     COALESCE((SELECT v.livemode FROM verifications v \
-               WHERE v.id = webhook_deliveries.verification_id), 1)";
+     payload, state, attempts, next_attempt_at, created_at, updated_at, livemode";
 
 pub(crate) fn delivery_from_row(r: &Row<'_>) -> Result<DeliveryRow> {
     let event_text: String = r.get(3)?;

@@ -178,6 +178,8 @@ pub(crate) const MIGRATIONS: &[&[&str]] = &[&[
 crate::migration_evidence::MIGRATION,
 // 6: test mode (see the module).
 crate::migration_testmode::MIGRATION,
+// 7: an outbox row's mode in its own column (see the module).
+crate::migration_delivery_mode::MIGRATION,
 ];
 
 /// The `user_version` of a fully migrated database.

@@ -223,8 +223,8 @@ fn insert_delivery(
     });
     conn.prepare_cached(
         "INSERT INTO webhook_deliveries (verification_id, company_id, event_type, url, payload, \
-         state, attempts, next_attempt_at, created_at, updated_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, 'pending', 0, ?6, ?6, ?6)",
+         state, attempts, next_attempt_at, created_at, updated_at, livemode) \
+         VALUES (?1, ?2, ?3, ?4, ?5, 'pending', 0, ?6, ?6, ?6, ?7)",
     )?
     .execute(params![
         row.id,
@@ -232,7 +232,8 @@ fn insert_delivery(
         kind.as_str(),
         row.webhook_url,
         payload,
-        due.0
+        due.0,
+        row.livemode
     ])?;
     Ok(DeliveryRow {
         id: conn.last_insert_rowid(),

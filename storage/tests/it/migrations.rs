@@ -92,3 +92,56 @@ fn a_newer_release_database_is_refused_with_one_line() {
         None
     );
 }
+
+/// Migration 7 moves an outbox row's mode into the row; the rows written
+/// before it take their verification's mode. Without that backfill a test
+/// verification's webhook would list with the live ones and count in the
+/// live backlog.
+#[test]
+fn outbox_rows_from_before_migration_7_take_their_verifications_mode() {
+    use crate::support::{db, insert, transition, T0};
+    use dialproof_engine::verification::Event;
+    use dialproof_storage::DeliveryFilter;
+
+    let db = db();
+    let store = db.store();
+    let live = db.row(1);
+    let mut test = db.row(2);
+    test.livemode = false;
+    for row in [&live, &test] {
+        insert(&store, row.clone()).unwrap();
+        let expired = Event::Expire {
+            at: T0.plus_seconds(60),
+        };
+        let t = transition(&store, &row.id, None, expired).unwrap();
+        assert!(t.delivery_id.is_some(), "an outbox row for {}", row.id);
+    }
+    drop(store);
+    // Back to a version-6 file: the outbox rows as that schema held them.
+    db.sql()
+        .execute_batch(
+            "ALTER TABLE webhook_deliveries DROP COLUMN livemode; PRAGMA user_version = 6;",
+        )
+        .unwrap();
+    let admin = db.admin();
+    assert_eq!(version(&db.path), dialproof_storage::schema_version());
+    let listed = |livemode: bool| -> Vec<(String, bool)> {
+        let filter = DeliveryFilter {
+            livemode: Some(livemode),
+            limit: 10,
+            ..DeliveryFilter::default()
+        };
+        let log = admin.delivery_log(&filter).unwrap();
+        log.into_iter()
+            .map(|e| (e.delivery.verification_id, e.delivery.livemode))
+            .collect()
+    };
+    assert_eq!(
+        listed(false),
+        [(test.id.clone(), false)],
+        "migration 7 gives a test verification's outbox row the test mode"
+    );
+    assert_eq!(listed(true), [(live.id.clone(), true)]);
+    let pending = db.reader().undelivered().unwrap();
+    assert_eq!((pending.count, pending.test_count), (1, 1));
+}
