@@ -2,7 +2,9 @@
 # tools/sip-bench.sh on two builds of the service, alternating A B A B (the
 # machine's other load varies): A is an older commit (BASE, by default the
 # last commit before src/ was restructured for issue 11), B this tree. Same
-# sipp, same receiver, same rates; prints one line per run and the medians.
+# sipp, same receiver, same rates; prints one line per run: rates, latency,
+# and the server's CPU per leased completion with its webhook (the steadier
+# figure on a shared machine).
 #
 #   bash tools/sip-ab.sh
 #   BASE=<commit> ROUNDS=3 RATE=10000 CALLS=50000 LEASED=10000 bash tools/sip-ab.sh
@@ -40,6 +42,10 @@ lat = re.findall(r"p50 (\d+) ms, p99 (\d+) ms", text)
 parts = []
 for name, r, (p50, p99) in zip(["unleased", "leased"], rates, lat):
     parts.append(f"{name} {float(r):7.0f}/s p50 {p50:>3} ms p99 {p99:>3} ms")
+cpu = re.search(r"([0-9.]+) us per completion", text)
+hooks = re.search(r"webhooks received: (\d+)", text)
+if cpu and hooks:
+    parts.append(f"CPU {cpu.group(1)} us/completion, {hooks.group(1)} webhooks")
 print(" | ".join(parts))
 EOF
 }

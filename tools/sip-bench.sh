@@ -15,7 +15,11 @@
 #     through the group-commit writer before its 603 goes out. Their
 #     webhooks go to dialproof-webhook-receiver on loopback, registered as
 #     the company's development URL (nothing leaves the machine); the
-#     script counts how many arrived with a valid signature.
+#     script counts how many arrived with a valid signature, waiting up to
+#     WEBHOOK_WAIT seconds (60) for the last, and prints the server's CPU
+#     time (user + system) from the first leased call to the last webhook,
+#     per completion: the cost of a completion with its webhook, which a
+#     shared machine's other load does not move the way it moves rates.
 # sipp measures each call from its INVITE to the final response (rtd);
 # the script prints the rate achieved and latency percentiles.
 # Needs sipp (apt-get install sip-tester) and curl.
@@ -115,11 +119,26 @@ TOKEN=$("$BIN" --config "$DIR/dialproof.toml" key create --company "$COMPANY" --
 CREATED=$(curl --parallel --parallel-max 32 -K "$DIR/creates.curl" | grep -c '^201$' || true)
 echo "created $CREATED of $LEASED verifications"
 { echo SEQUENTIAL; for i in $(seq 0 $((LEASED - 1))); do echo "+$((START + i))"; done; } > "$DIR/numbers.csv"
+# The server's CPU time (user + system, in clock ticks) from /proc.
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$SERVER/stat"; }
+received() { grep -c '^verification\.' "$DIR/webhooks.txt" || true; }
+CPU_BEFORE=$(cpu_ticks)
 run_sipp leased -sf call_csv.xml -inf numbers.csv -m "$LEASED"
 echo "completed by calls: $(grep -c 'call completed' "$DIR/stderr" || true) (logged at info; see counters below)"
-sleep 2 # the last webhooks
-echo "webhooks received: $(grep -c '^verification\.' "$DIR/webhooks.txt" || true)," \
-  "with a valid signature: $(grep -c ' valid$' "$DIR/webhooks.txt" || true)"
+# The webhooks still on their way, for at most WEBHOOK_WAIT seconds: the
+# CPU figure below covers every completion with its signed webhook.
+SIPP_DONE=$(date +%s.%N)
+for _ in $(seq $((${WEBHOOK_WAIT:-60} * 10))); do
+  [ "$(received)" -ge "$LEASED" ] && break
+  sleep 0.1
+done
+CPU_AFTER=$(cpu_ticks)
+echo "webhooks received: $(received)," \
+  "with a valid signature: $(grep -c ' valid$' "$DIR/webhooks.txt" || true)," \
+  "the last $(awk -v a="$SIPP_DONE" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s after the last call"
+awk -v t=$((CPU_AFTER - CPU_BEFORE)) -v hz="$(getconf CLK_TCK)" -v n="$LEASED" 'BEGIN {
+  printf "server CPU from the first leased call to the last webhook: %.2f s, %.1f us per completion with its webhook\n",
+    t / hz, 1e6 * t / hz / n }'
 kill -TERM "$SERVER"; wait "$SERVER" || true
 grep -o 'sip_invites=[^"]*' "$DIR/stderr" | tail -1
 grep -o 'completed [0-9]*' "$DIR/stderr" | tail -1
