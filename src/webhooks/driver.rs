@@ -28,6 +28,7 @@ use dialproof_engine::webhook_schedule::{
     Dispatch, Limits, ReceiverKey, Recorded, Row, Scheduler, POLL_INTERVAL_MS,
 };
 use dialproof_storage::{CompanyRow, DeliveryRow, DeliveryState, Reader};
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -45,6 +46,9 @@ pub const IN_FLIGHT_MAX: usize = 4 * SEND_QUEUE_MAX;
 const UNDELIVERED_REFRESH_MS: i64 = 5_000;
 /// The longest sleep between turns (also the stop latency).
 const TURN_WAIT_MAX: Duration = Duration::from_millis(POLL_INTERVAL_MS as u64);
+/// Distinct webhook URLs whose receiver is remembered; past the bound the
+/// map starts over (one parse per URL again, never a wrong key).
+const RECEIVERS_MAX: usize = 1024;
 
 pub struct Driver {
     ctx: Arc<Webhooks>,
@@ -56,6 +60,10 @@ pub struct Driver {
     reports: Vec<Internal>,
     /// When the pending rows were last counted for the metrics.
     undelivered_counted_at: Option<UnixMillis>,
+    /// The receiver of each webhook URL seen: every row read (a poll reads
+    /// up to [`POLL_BATCH_MAX`]) needs its key, and working it out parses
+    /// the URL (with IDNA), while a service has few distinct URLs.
+    receivers: HashMap<String, ReceiverKey>,
 }
 
 impl Driver {
@@ -72,6 +80,7 @@ impl Driver {
             wakes: Vec::new(),
             reports: Vec::new(),
             undelivered_counted_at: None,
+            receivers: HashMap::new(),
         }
     }
 
@@ -160,14 +169,17 @@ impl Driver {
                 Vec::new()
             }
         };
-        self.scheduler
-            .handle_polled(rows.into_iter().map(schedule_row), now);
+        let rows: Vec<_> = rows.into_iter().map(|r| self.schedule_row(r)).collect();
+        self.scheduler.handle_polled(rows, now);
     }
 
     /// The scheduler asked for one row (a wake or a timer).
     fn fetch(&mut self, id: i64, now: UnixMillis) {
         match self.reader.delivery(id) {
-            Ok(Some(row)) => self.scheduler.handle_rows([schedule_row(row)], now),
+            Ok(Some(row)) => {
+                let row = self.schedule_row(row);
+                self.scheduler.handle_rows([row], now);
+            }
             Ok(None) => tracing::warn!(delivery_id = id, "woken for an unknown delivery"),
             // The row stays pending in the database: the poll finds it.
             Err(e) => tracing::error!(delivery_id = id, error = %e, "reading a delivery failed"),
@@ -255,13 +267,28 @@ impl Driver {
     }
 }
 
-/// What the scheduler needs of a row, with the row to hand back.
-fn schedule_row(row: DeliveryRow) -> Row<DeliveryRow> {
-    Row {
-        id: row.id,
-        pending: row.state == DeliveryState::Pending,
-        next_attempt_at: row.next_attempt_at,
-        receiver: ReceiverKey::of_url(&row.url),
-        data: row,
+impl Driver {
+    /// What the scheduler needs of a row, with the row to hand back.
+    fn schedule_row(&mut self, row: DeliveryRow) -> Row<DeliveryRow> {
+        Row {
+            id: row.id,
+            pending: row.state == DeliveryState::Pending,
+            next_attempt_at: row.next_attempt_at,
+            receiver: self.receiver(&row.url),
+            data: row,
+        }
+    }
+
+    /// `url`'s receiver key, worked out once per URL.
+    fn receiver(&mut self, url: &str) -> ReceiverKey {
+        if let Some(key) = self.receivers.get(url) {
+            return key.clone();
+        }
+        if self.receivers.len() >= RECEIVERS_MAX {
+            self.receivers.clear();
+        }
+        let key = ReceiverKey::of_url(url);
+        self.receivers.insert(url.to_owned(), key.clone());
+        key
     }
 }

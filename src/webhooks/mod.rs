@@ -27,6 +27,7 @@
 
 mod driver;
 mod sender;
+mod targets;
 mod vetting;
 pub mod waker;
 

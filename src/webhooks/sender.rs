@@ -17,6 +17,7 @@
 //! the driver), deciding outcomes (the engine), or following redirects
 //! (never: a 3xx is a failed attempt).
 
+use super::targets::Targets;
 use super::vetting::VettingResolver;
 use super::Internal;
 use super::Webhooks;
@@ -118,23 +119,25 @@ pub fn run(
     jobs: Receiver<Job>,
     done: Sender<Internal>,
 ) {
+    let mut targets = Targets::default();
     for job in jobs {
         if ctx.stopping() {
             return;
         }
-        attempt(&ctx, &agents, &schedule, job, &done);
+        attempt(&ctx, &agents, &mut targets, &schedule, job, &done);
     }
 }
 
 fn attempt(
     ctx: &Webhooks,
     agents: &Agents,
+    targets: &mut Targets,
     schedule: &Schedule,
     job: Job,
     done: &Sender<Internal>,
 ) {
     let started_at = ctx.now();
-    let exchange = exchange(agents, &job, started_at);
+    let exchange = exchange(agents, targets, &job, started_at);
     let finished_at = ctx.now();
     let outcome = match exchange.status {
         Some(status) => AttemptOutcome::Response {
@@ -151,10 +154,7 @@ fn attempt(
         Next::RetryAt(at) => (DeliveryState::Pending, Some(at)),
         Next::Dead => (DeliveryState::Dead, None),
     };
-    let error = exchange
-        .error
-        .clone()
-        .or_else(|| failure_reason(&outcome, verdict));
+    let error = exchange.error.or_else(|| failure_reason(&outcome, verdict));
     tracing::info!(
         delivery_id = job.delivery.id,
         verification_id = %job.delivery.verification_id,
@@ -173,7 +173,8 @@ fn attempt(
         latency_ms: (finished_at.0 - started_at.0).max(0),
         http_status: exchange.status,
         error,
-        request_body: job.delivery.payload.clone(),
+        // The job ends here: its payload moves into the log, uncopied.
+        request_body: job.delivery.payload,
         response_body: exchange.response_body,
         state,
         next_attempt_at,
@@ -281,23 +282,22 @@ fn refused(error: String) -> Exchange {
     }
 }
 
-fn exchange(agents: &Agents, job: &Job, now: UnixMillis) -> Exchange {
+fn exchange(agents: &Agents, targets: &mut Targets, job: &Job, now: UnixMillis) -> Exchange {
     let url = job.delivery.url.as_str();
     // Judged at delivery, with the company's list as it is now: removing a
     // development URL stops plain-http and private deliveries at once.
     let policy = Policy::for_url(&job.company.dev_webhook_urls, url);
-    let target = match ssrf::precheck(url) {
+    // The URL's own checks and its normalised form, once per URL.
+    let target = match targets.get(url) {
         Ok(t) => t,
         Err(message) => return refused(message),
     };
-    if let Err(message) = policy.check_scheme(&target.scheme, url) {
+    if let Err(message) = policy.check_scheme(target.scheme, url) {
         return refused(message);
     }
-    // The WHATWG form of the URL, so ureq sees the host the check saw
-    // (`http://0x7f.1/` is `http://127.0.0.1/`).
-    let normalized = match url::Url::parse(url) {
-        Ok(u) => u.to_string(),
-        Err(e) => return refused(format!("webhook_url does not parse: {e}")),
+    let uri = match target.uri {
+        Ok(uri) => uri,
+        Err(message) => return refused(message),
     };
     let agent = if policy.checks_addresses() {
         &agents.strict
@@ -312,7 +312,7 @@ fn exchange(agents: &Agents, job: &Job, now: UnixMillis) -> Exchange {
     );
     let started = Instant::now();
     let sent = agent
-        .post(&normalized)
+        .post(uri)
         .header("Content-Type", "application/json")
         .header("User-Agent", USER_AGENT)
         .header(SIGNATURE_HEADER, &signature)
@@ -338,10 +338,13 @@ fn answered(
                 .as_reader()
                 .take(RESPONSE_BODY_LOG_BYTES_MAX as u64)
                 .read_to_end(&mut buf);
+            // Valid UTF-8 (the usual case) is kept without a copy.
+            let response_body = String::from_utf8(buf)
+                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
             Exchange {
                 status: Some(status),
                 error: None,
-                response_body: String::from_utf8_lossy(&buf).into_owned(),
+                response_body,
                 elapsed_ms,
             }
         }
