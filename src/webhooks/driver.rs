@@ -19,10 +19,11 @@
 //! Not for: HTTP (the senders), the retry decision (the engine, applied by
 //! the senders), or writing (the storage writer records attempts).
 
+use super::handoff::{Producer, Refused};
 use super::sender::Job;
 use super::Webhooks;
 use super::{Internal, SEND_QUEUE_MAX};
-use crossbeam_channel::{select, Receiver, Sender, TrySendError};
+use crossbeam_channel::{select, Receiver};
 use dialproof_engine::time::UnixMillis;
 use dialproof_engine::webhook_schedule::{
     Dispatch, Limits, ReceiverKey, Recorded, Row, Scheduler, POLL_INTERVAL_MS,
@@ -53,7 +54,7 @@ const RECEIVERS_MAX: usize = 1024;
 pub struct Driver {
     ctx: Arc<Webhooks>,
     reader: Reader,
-    jobs: Sender<Job>,
+    jobs: Producer<Job>,
     scheduler: Scheduler<DeliveryRow>,
     /// Messages received since the last turn, handled at its start.
     wakes: Vec<i64>,
@@ -67,7 +68,7 @@ pub struct Driver {
 }
 
 impl Driver {
-    pub fn new(ctx: Arc<Webhooks>, reader: Reader, jobs: Sender<Job>) -> Driver {
+    pub fn new(ctx: Arc<Webhooks>, reader: Reader, jobs: Producer<Job>) -> Driver {
         let limits = Limits {
             in_flight_max: IN_FLIGHT_MAX,
             ..Limits::default()
@@ -161,7 +162,9 @@ impl Driver {
     }
 
     fn poll(&mut self, now: UnixMillis) {
-        let rows = match self.reader.due_deliveries(now, POLL_BATCH_MAX) {
+        // A whole batch at the poll's cadence, a refill when brought forward.
+        let limit = self.scheduler.poll_limit(now, POLL_BATCH_MAX);
+        let rows = match self.reader.due_deliveries(now, limit) {
             Ok(rows) => rows,
             Err(e) => {
                 // No rows: the next poll, at the usual cadence, tries again.
@@ -206,11 +209,11 @@ impl Driver {
             };
             match self.jobs.try_send(job) {
                 Ok(()) => {}
-                Err(TrySendError::Full(job)) => {
+                Err(Refused::Full(job)) => {
                     self.unsent(id, receiver, job);
                     return;
                 }
-                Err(TrySendError::Disconnected(job)) => {
+                Err(Refused::Gone(job)) => {
                     // The senders only stop when the service does; the row
                     // stays pending and goes out after the restart.
                     tracing::error!("webhook senders are gone");

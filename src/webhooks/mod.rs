@@ -26,6 +26,7 @@
 //! reads it from storage).
 
 mod driver;
+mod handoff;
 mod sender;
 mod targets;
 mod vetting;
@@ -36,7 +37,7 @@ use crate::shared::config::LiveConfig;
 use crate::shared::metrics::Metrics;
 use crate::shared::resolve::Resolver;
 use anyhow::{Context, Result};
-use crossbeam_channel::{bounded, unbounded, Receiver};
+use crossbeam_channel::{unbounded, Receiver};
 use dialproof_engine::time::UnixMillis;
 use dialproof_engine::webhook_retry::Next;
 use dialproof_storage::Store;
@@ -97,7 +98,7 @@ pub fn spawn(ctx: Arc<Webhooks>, wakes: Receiver<i64>) -> Result<()> {
     // does not queue behind API reads.
     let reader = dialproof_storage::Reader::open(&db)
         .map_err(|e| anyhow::anyhow!("opening {} for the webhook driver: {e}", db.display()))?;
-    let (jobs_tx, jobs_rx) = bounded(SEND_QUEUE_MAX);
+    let (jobs_tx, jobs_rx) = handoff::handoff(SEND_QUEUE_MAX);
     let (internal_tx, internal_rx) = unbounded();
     let agents = sender::Agents::new(&ctx.resolver);
     for i in 0..senders {

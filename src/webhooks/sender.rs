@@ -17,13 +17,14 @@
 //! the driver), deciding outcomes (the engine), or following redirects
 //! (never: a 3xx is a failed attempt).
 
+use super::handoff::Consumer;
 use super::targets::Targets;
 use super::vetting::VettingResolver;
 use super::Internal;
 use super::Webhooks;
 use crate::shared::metrics::Metrics;
 use crate::shared::resolve::Resolver;
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::Sender;
 use dialproof_engine::dev_urls::Policy;
 use dialproof_engine::ssrf;
 use dialproof_engine::time::UnixMillis;
@@ -116,11 +117,11 @@ pub fn run(
     ctx: Arc<Webhooks>,
     agents: Agents,
     schedule: Schedule,
-    jobs: Receiver<Job>,
+    jobs: Consumer<Job>,
     done: Sender<Internal>,
 ) {
     let mut targets = Targets::default();
-    for job in jobs {
+    while let Some(job) = jobs.recv() {
         if ctx.stopping() {
             return;
         }

@@ -15,7 +15,8 @@
 //! and does what it asks:
 //!
 //! - [`Scheduler::poll_fetch`]: read this delivery's row and hand it back;
-//! - [`Scheduler::wants_poll`]: read the due rows now;
+//! - [`Scheduler::wants_poll`]: read the due rows now, at most
+//!   [`Scheduler::poll_limit`] of them;
 //! - [`Scheduler::poll_dispatch`]: give this delivery to a sender (or hand
 //!   it back with [`Scheduler::handle_unsent`] when the queue is full, or
 //!   drop it with [`Scheduler::handle_abandoned`] when it cannot be sent);
@@ -137,6 +138,11 @@ pub struct Scheduler<T> {
     left_to_poll: bool,
     next_poll: UnixMillis,
     last_poll: Option<UnixMillis>,
+    /// When a poll next reads a whole batch (the poll's cadence); a poll
+    /// brought forward before then only refills (see `poll_limit`).
+    full_poll_at: UnixMillis,
+    /// The row limit of the poll under way, if the driver asked for one.
+    poll_asked: Option<usize>,
 }
 
 impl<T> Default for Scheduler<T> {
@@ -165,6 +171,8 @@ impl<T> Scheduler<T> {
             left_to_poll: false,
             next_poll: UnixMillis(i64::MIN),
             last_poll: None,
+            full_poll_at: UnixMillis(i64::MIN),
+            poll_asked: None,
         }
     }
 
@@ -217,12 +225,21 @@ impl<T> Scheduler<T> {
     /// The periodic read of due rows happened (with `rows`, or none if the
     /// read failed: the next poll simply tries again).
     pub fn handle_polled(&mut self, rows: impl IntoIterator<Item = Row<T>>, now: UnixMillis) {
+        if self.full_poll_due(now) {
+            self.full_poll_at = now.plus_millis(self.limits.poll_interval_ms);
+        }
         self.last_poll = Some(now);
         self.next_poll = now.plus_millis(self.limits.poll_interval_ms);
         // A hold outlives its moment only if its timer was not kept; the
         // poll is then what ends it, so the map cannot grow for ever.
         self.held.retain(|_, until| *until > now);
-        self.handle_rows(rows, now);
+        let mut read = 0;
+        self.handle_rows(rows.into_iter().inspect(|_| read += 1), now);
+        if self.poll_asked.take().is_some_and(|limit| read >= limit) {
+            // The read stopped at its limit, so more due rows may wait in
+            // the database: the next freed slot brings the poll forward.
+            self.left_to_poll = true;
+        }
     }
 
     /// Rows read from the database (fetched or polled). A row is taken if
@@ -297,6 +314,32 @@ impl<T> Scheduler<T> {
     /// not stall the safety net for as long as the step).
     pub fn wants_poll(&self, now: UnixMillis) -> bool {
         now >= self.next_poll || self.last_poll.is_some_and(|last| now < last)
+    }
+
+    /// How many due rows the poll at `now` should read, given the driver's
+    /// own batch bound `max`. At the poll's cadence (and after the clock
+    /// stepped back), all `max`: that poll is the safety net. A poll
+    /// brought forward in between only refills the lines a freed slot
+    /// opened, so it reads the rows already here (in flight or waiting:
+    /// the oldest due rows mostly are these) and one receiver's waiting
+    /// room more. Under one receiver's backlog, reading a whole batch on
+    /// every early poll to admit a line's worth was most of the driver's
+    /// work. The answer holds for the next [`Scheduler::handle_polled`]:
+    /// if that poll comes back with as many rows as asked, more may be
+    /// due, and the next freed slot brings a poll forward again.
+    pub fn poll_limit(&mut self, now: UnixMillis, max: usize) -> usize {
+        let limit = if self.full_poll_due(now) {
+            max
+        } else {
+            let here = self.in_flight.len() + self.waiting.len();
+            max.min(here + self.limits.waiting_per_receiver_max)
+        };
+        self.poll_asked = Some(limit);
+        limit
+    }
+
+    fn full_poll_due(&self, now: UnixMillis) -> bool {
+        now >= self.full_poll_at || self.last_poll.is_some_and(|last| now < last)
     }
 
     /// The next delivery to give a sender, if any may go: receivers with a

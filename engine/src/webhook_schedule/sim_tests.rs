@@ -94,7 +94,8 @@ impl World {
         })
     }
 
-    fn due_rows(&self) -> Vec<Row<DeliveryId>> {
+    /// The poll's query, at most `limit` rows.
+    fn due_rows(&self, limit: usize) -> Vec<Row<DeliveryId>> {
         let mut due: Vec<(UnixMillis, DeliveryId)> = self
             .db
             .iter()
@@ -103,7 +104,7 @@ impl World {
             .collect();
         due.sort_unstable();
         due.iter()
-            .take(POLL_BATCH_MAX)
+            .take(limit)
             .filter_map(|&(_, id)| self.row(id))
             .collect()
     }
@@ -245,7 +246,8 @@ fn run(seed: u64) {
         w.record(&mut s);
         s.handle_timeout(w.now);
         if s.wants_poll(w.now) {
-            let rows = w.due_rows();
+            let limit = s.poll_limit(w.now, POLL_BATCH_MAX);
+            let rows = w.due_rows(limit);
             s.handle_polled(rows, w.now);
         }
         while let Some(id) = s.poll_fetch() {

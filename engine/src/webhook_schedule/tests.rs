@@ -447,3 +447,62 @@ fn reports_for_unknown_deliveries_change_nothing() {
     s.handle_abandoned(42);
     assert_eq!((s.in_flight(), s.waiting(), s.timers()), (0, 0, 0));
 }
+
+/// A design choice: a poll brought forward between the cadence's polls
+/// only refills, so under one receiver's backlog the driver reads a few
+/// rows per early poll rather than a whole batch each time; a refill that
+/// came back with all it asked for keeps the early polls coming, so the
+/// backlog still drains at their pace, every row once and in order.
+#[test]
+fn early_polls_read_a_refill_and_still_drain_a_backlog() {
+    let limits = Limits {
+        per_receiver_in_flight_max: 2,
+        waiting_per_receiver_max: 2,
+        ..Limits::default()
+    };
+    let mut s = Scheduler::new(limits);
+    let mut db = Db::default();
+    for id in 1..=30 {
+        db.insert(id, 9000, T0);
+    }
+    let (mut now, mut sent, mut asked) = (T0, Vec::new(), Vec::new());
+    // Each turn sends what the line holds, so it is empty by the next poll:
+    // only a refill that came back with all it asked for brings that poll
+    // forward (no row was refused for room).
+    for _ in 0..20 {
+        s.handle_timeout(now);
+        if s.wants_poll(now) {
+            let limit = s.poll_limit(now, 20);
+            asked.push(limit);
+            s.handle_polled(db.due(now).into_iter().take(limit), now);
+        }
+        while let Some(id) = s.poll_fetch() {
+            s.handle_rows(db.row(id), now);
+        }
+        let dispatched: Vec<_> = std::iter::from_fn(|| s.poll_dispatch()).collect();
+        now = now.plus_millis(POLL_GAP_MIN_MS);
+        for d in dispatched {
+            sent.push(d.id);
+            db.finish(d.id);
+            s.handle_recorded(d.id, Recorded::Committed(Next::Delivered), now);
+        }
+    }
+    assert_eq!(
+        sent,
+        (1..=30).collect::<Vec<_>>(),
+        "every row once, in order"
+    );
+    assert_eq!(
+        asked[0], 20,
+        "the first poll is the cadence's: a whole batch"
+    );
+    let early: Vec<usize> = asked.iter().copied().filter(|&l| l < 20).collect();
+    assert!(
+        early.iter().all(|&l| l <= 2 + 2 + 2),
+        "an early poll asks for the rows here and one waiting room: {asked:?}"
+    );
+    assert!(
+        early.len() >= 10,
+        "most polls were early refills: {asked:?}"
+    );
+}
