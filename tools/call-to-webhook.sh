@@ -9,6 +9,7 @@
 #
 #   bash tools/call-to-webhook.sh                      # 1000/s for 60 s
 #   RATE=500 DURATION=30 bash tools/call-to-webhook.sh
+#   DIALPROOF_BIN=path/to/old/dialproof bash tools/call-to-webhook.sh   # another build's server
 #
 # Prints dialproof-load's report (the `call->hook` row is the figure) and
 # the server's own view: group commits and the webhook queue at the end.
@@ -23,7 +24,9 @@ KEYS=${KEYS:-20}
 CONNECTIONS=${CONNECTIONS:-64}
 
 cargo build --release -q --workspace --bins
-BIN=${CARGO_TARGET_DIR:-$PWD/target}/release/dialproof
+# DIALPROOF_BIN: another build of the service (an A/B comparison); the
+# load generator stays this tree's.
+BIN=${DIALPROOF_BIN:-${CARGO_TARGET_DIR:-$PWD/target}/release/dialproof}
 LOAD=${CARGO_TARGET_DIR:-$PWD/target}/release/dialproof-load
 DIR=$(mktemp -d /tmp/dialproof-call-to-webhook.XXXXXX)
 trap 'kill "$SERVER" 2>/dev/null || true; wait 2>/dev/null || true' EXIT
