@@ -37,10 +37,11 @@
 //! `Reply`), or deciding what a consequence is (the consumer in the binary
 //! releases, wakes and logs).
 
+use crate::handoff::{self, Taken};
 use crate::idempotency::StoredKey;
 use crate::rows::{DeliveryRow, ReleasedLease, VerificationRow};
 use crate::stats::Counters;
-use crossbeam_channel::{unbounded, Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::RecvTimeoutError;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -78,7 +79,7 @@ pub type CommittedBatch = Vec<Committed>;
 /// `Store::open_with_commit_sink`.
 #[derive(Debug)]
 pub struct CommitSink {
-    tx: Sender<CommittedBatch>,
+    tx: handoff::Sender<CommittedBatch>,
     progress: Arc<CommitProgress>,
 }
 
@@ -86,7 +87,7 @@ pub struct CommitSink {
 /// the consequences of commits, so that they happen once and in order.
 #[derive(Debug)]
 pub struct CommitReceiver {
-    rx: Receiver<CommittedBatch>,
+    rx: handoff::Receiver<CommittedBatch>,
     progress: Arc<CommitProgress>,
 }
 
@@ -117,7 +118,7 @@ impl CommitProgress {
 impl CommitSink {
     /// A new commit queue (unbounded on purpose; see the module docs).
     pub fn channel() -> (CommitSink, CommitReceiver) {
-        let (tx, rx) = unbounded();
+        let (tx, rx) = handoff::queue(usize::MAX);
         let progress = Arc::new(CommitProgress::default());
         (
             CommitSink {
@@ -137,16 +138,20 @@ impl CommitSink {
         // Counted before the send: `handed` never trails a batch the
         // consumer may already be applying.
         self.progress.handed.fetch_add(1, Ordering::AcqRel);
-        // An unbounded send fails only when the receiver is gone.
-        if let Err(lost) = self.tx.send(batch) {
-            tracing::error!(
-                events = lost.0.len(),
-                "the commit consumer is gone; committed events not handed over"
-            );
+        // An unbounded queue refuses only when the receiver is gone. It
+        // wakes the consumer only if it is parked: one wake per idle
+        // spell, not per batch.
+        match self.tx.try_send(batch) {
+            Ok(queued) => counters
+                .committed_batches_queued
+                .store(queued as u64, Ordering::Relaxed),
+            Err(handoff::Refused::Full(lost) | handoff::Refused::Closed(lost)) => {
+                tracing::error!(
+                    events = lost.len(),
+                    "the commit consumer is gone; committed events not handed over"
+                );
+            }
         }
-        counters
-            .committed_batches_queued
-            .store(self.tx.len() as u64, Ordering::Relaxed);
     }
 }
 
@@ -154,12 +159,22 @@ impl CommitReceiver {
     /// Waits for the next committed batch. `None` once the writer has
     /// exited and every batch it committed has been taken.
     pub fn recv(&self) -> Option<CommittedBatch> {
-        self.rx.recv().ok()
+        let mut got = None;
+        match self.rx.take(1, None, |batch| got = Some(batch)) {
+            Taken::Some => got,
+            Taken::TimedOut | Taken::Ended => None,
+        }
     }
 
     /// Like [`recv`](Self::recv), waiting at most `timeout`.
     pub fn recv_timeout(&self, timeout: Duration) -> Result<CommittedBatch, RecvTimeoutError> {
-        self.rx.recv_timeout(timeout)
+        let mut got = None;
+        let deadline = std::time::Instant::now() + timeout;
+        match self.rx.take(1, Some(deadline), |batch| got = Some(batch)) {
+            Taken::Some => got.ok_or(RecvTimeoutError::Timeout),
+            Taken::TimedOut => Err(RecvTimeoutError::Timeout),
+            Taken::Ended => Err(RecvTimeoutError::Disconnected),
+        }
     }
 
     /// Marks one received batch as applied (call after its consequences).
@@ -174,6 +189,11 @@ impl CommitReceiver {
 
     /// The batches already queued, without waiting.
     pub fn try_iter(&self) -> impl Iterator<Item = CommittedBatch> + '_ {
-        self.rx.try_iter()
+        let mut queued = Vec::new();
+        self.rx
+            .take(usize::MAX, Some(std::time::Instant::now()), |batch| {
+                queued.push(batch)
+            });
+        queued.into_iter()
     }
 }

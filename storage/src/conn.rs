@@ -11,6 +11,7 @@
 //! settings and the policy that relies on them live in one file).
 
 use crate::error::{Result, StorageError};
+use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags};
 use std::path::Path;
 use std::time::Duration;
@@ -64,7 +65,32 @@ pub(crate) fn open(path: &Path, role: Role) -> Result<Connection> {
     if role == Role::Reader {
         conn.pragma_update(None, "query_only", "ON")?;
     }
+    if role == Role::Writer {
+        prepare_for_batches(&conn)?;
+    }
     Ok(conn)
+}
+
+/// Settings for the writer's group commit, where every op runs in its own
+/// savepoint and the same few cached statements run for every op.
+fn prepare_for_batches(conn: &Connection) -> Result<()> {
+    // Each op's savepoint keeps a statement journal of the pages it
+    // changed. On disk (SQLite's default once it passes 64 KiB) that is a
+    // `pwrite` to a temporary file for every first change of a page in
+    // every op: a tenth of the writer's time in a saturated leased SIP run.
+    // The journal is emptied at each RELEASE, so memory holds one op's
+    // pages at most.
+    conn.pragma_update(None, "temp_store", "MEMORY")?;
+    // Without the query planner stability guarantee, SQLite marks a
+    // parameter compared in a WHERE term (`livemode = ?4`, `lease_generation
+    // = ?2`) so that binding it a new value, or rebinding 0 or 1, re-prepares
+    // the statement on its next step, to re-plan for that value: parsing
+    // and planning on every call of a cached statement. The writer's
+    // statements find their rows by key, so one plan fits every value.
+    // (Readers keep it off: a read that binds `livemode` can use the
+    // partial indexes for test rows only through that re-planning.)
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
+    Ok(())
 }
 
 /// Creates the directory that will hold the database file, if it is missing.

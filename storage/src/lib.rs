@@ -54,6 +54,7 @@ mod dashboard_ops;
 mod deliveries;
 mod error;
 mod failpoints;
+mod handoff;
 mod idempotency;
 mod local_reader;
 mod meta;

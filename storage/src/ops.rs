@@ -147,12 +147,3 @@ impl WriteOp {
         }
     }
 }
-
-/// What the writer thread receives.
-pub(crate) enum WriterMsg {
-    /// Boxed because a bounded channel allocates every slot up front: a
-    /// pointer per slot instead of a whole `VerificationRow`.
-    Op(Box<WriteOp>),
-    /// Sent by `Store::shutdown` after the last accepted op.
-    Stop,
-}

@@ -19,8 +19,9 @@ use crate::committed::CommitSink;
 use crate::conn::{self, Role};
 use crate::error::{Result, StorageError};
 use crate::failpoints::FailPoints;
+use crate::handoff::{self, Refused};
 use crate::local_reader;
-use crate::ops::{Reply, WriteOp, WriterMsg};
+use crate::ops::{Reply, WriteOp};
 use crate::reader::{self, ReadTask, Reader, ReaderMsg};
 use crate::schema;
 use crate::stats::{Counters, StoreStats};
@@ -127,7 +128,7 @@ struct Inner {
     id: u64,
     path: PathBuf,
     failpoints: FailPoints,
-    write_tx: Sender<WriterMsg>,
+    write_tx: handoff::Sender<Box<WriteOp>>,
     read_tx: Sender<ReaderMsg>,
     gate: Gate,
     counters: Arc<Counters>,
@@ -181,7 +182,7 @@ impl Store {
             reader_conns.push(conn::open(path, Role::Reader)?);
         }
 
-        let (write_tx, write_rx) = bounded(opts.queue_capacity);
+        let (write_tx, write_rx) = handoff::queue(opts.queue_capacity);
         let (read_tx, read_rx) = bounded(opts.queue_capacity);
         let counters = Arc::new(Counters::default());
         let store = Store {
@@ -288,12 +289,12 @@ impl Store {
         if !inner.gate.enter() {
             return Err(StorageError::Closed);
         }
-        let sent = inner.write_tx.try_send(WriterMsg::Op(Box::new(op)));
+        let sent = inner.write_tx.try_send(Box::new(op));
         inner.gate.leave();
         match sent {
-            Ok(()) => Ok(()),
-            Err(TrySendError::Full(_)) => Err(StorageError::QueueFull),
-            Err(TrySendError::Disconnected(_)) => Err(StorageError::Closed),
+            Ok(_) => Ok(()),
+            Err(Refused::Full(_)) => Err(StorageError::QueueFull),
+            Err(Refused::Closed(_)) => Err(StorageError::Closed),
         }
     }
 
@@ -397,7 +398,8 @@ impl Store {
         for _ in 1..threads.len() {
             let _ = inner.read_tx.send(ReaderMsg::Stop);
         }
-        let _ = inner.write_tx.send(WriterMsg::Stop);
+        // After the gate closed: every accepted op is already queued.
+        inner.write_tx.close();
         let mut handles: Vec<JoinHandle<()>> = threads.drain(..).collect();
         // The writer is the first handle; join it last.
         let writer = if handles.is_empty() {

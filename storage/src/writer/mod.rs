@@ -38,66 +38,60 @@ mod transition;
 
 pub(crate) use batch::BatchContext;
 
-use crate::checkpoint::Checkpointer;
-use crate::ops::{WriteOp, WriterMsg};
-use crossbeam_channel::{Receiver, Sender, TryRecvError};
+use crate::checkpoint::{Checkpointer, CHECKPOINT_EVERY_BATCHES};
+use crate::handoff::{Receiver, Taken};
+use crate::ops::WriteOp;
+use crossbeam_channel::Sender;
 use rusqlite::Connection;
+use std::sync::atomic::Ordering;
 
 /// The writer thread's state; `run` is the thread body.
 pub(crate) struct Writer {
     pub(crate) conn: Connection,
-    /// Rung after each commit for the checkpoint thread (see
-    /// `checkpoint`); capacity 1, so a ring already waiting is enough.
-    /// Dropped with the writer, which tells that thread the last batch is
-    /// done.
+    /// Rung every [`CHECKPOINT_EVERY_BATCHES`] commits for the checkpoint
+    /// thread (see `checkpoint`), the only commits at which it has work;
+    /// capacity 1, so a ring already waiting is enough. Dropped with the
+    /// writer, which tells that thread the last batch is done.
     pub(crate) doorbell: Sender<()>,
     /// The forced checkpoint when the WAL has grown (see `checkpoint`).
     pub(crate) checkpointer: Checkpointer,
-    pub(crate) rx: Receiver<WriterMsg>,
+    /// The intake: ops boxed, so that a long queue holds a pointer per op
+    /// rather than a whole `WriteOp`. It ends when the store shuts down
+    /// (after every accepted op) or the last `Store` is dropped.
+    pub(crate) rx: Receiver<Box<WriteOp>>,
     /// Most ops in one transaction (at least 1).
     pub(crate) batch_max: usize,
     pub(crate) context: BatchContext,
 }
 
 impl Writer {
-    /// The thread body: runs until `Stop` arrives or every sender is gone,
-    /// having committed and answered everything queued before that.
+    /// The thread body: runs until the intake ends, having committed and
+    /// answered everything queued before that.
     pub(crate) fn run(mut self) {
         let mut batch: Vec<WriteOp> = Vec::with_capacity(self.batch_max);
-        while let Some(first) = self.next_message() {
-            match first {
-                WriterMsg::Op(op) => batch.push(*op),
-                WriterMsg::Stop => break,
-            }
-            let stopping = self.take_queued(&mut batch);
+        // A batch is what arrived while the previous one was committing
+        // (up to `batch_max`), taken under one lock; the thread parks only
+        // when the intake is empty.
+        while self.rx.take(self.batch_max, None, |op| batch.push(*op)) == Taken::Some {
             if batch::run_batch(&self.conn, &self.context, &mut batch) {
-                // Full: a ring is already waiting; gone: nothing to tell.
-                let _ = self.doorbell.try_send(());
-                self.checkpointer.force_if_grown(&self.conn);
-                self.checkpointer.publish(&self.context.counters);
-            }
-            if stopping {
-                break;
+                self.after_commit();
             }
         }
     }
 
-    /// Blocks for the next message; `None` when every sender is gone.
-    fn next_message(&mut self) -> Option<WriterMsg> {
-        self.rx.recv().ok()
-    }
-
-    /// Adds what is already queued to `batch`, without waiting: a batch is
-    /// what arrived while the previous one was committing. Returns whether
-    /// `Stop` was among it (the batch still runs first).
-    fn take_queued(&self, batch: &mut Vec<WriteOp>) -> bool {
-        while batch.len() < self.batch_max {
-            match self.rx.try_recv() {
-                Ok(WriterMsg::Op(op)) => batch.push(*op),
-                Ok(WriterMsg::Stop) => return true,
-                Err(TryRecvError::Empty) | Err(TryRecvError::Disconnected) => return false,
-            }
+    /// The WAL's upkeep after a commit: the forced checkpoint if it grew,
+    /// and the checkpoint thread's ring when it has a checkpoint to run.
+    fn after_commit(&mut self) {
+        let batches = self
+            .context
+            .counters
+            .batches_committed
+            .load(Ordering::Relaxed);
+        if batches.is_multiple_of(u64::from(CHECKPOINT_EVERY_BATCHES)) {
+            // Full: a ring is already waiting; gone: nothing to tell.
+            let _ = self.doorbell.try_send(());
         }
-        false
+        self.checkpointer.force_if_grown(&self.conn);
+        self.checkpointer.publish(&self.context.counters);
     }
 }
