@@ -10,12 +10,7 @@
 //! do the work, and a wake-up per send costs a `futex` call even when the
 //! consumer is busy. Here a push wakes the consumer only if it is parked
 //! (one wake per idle-to-busy edge, not per item), and the consumer takes
-//! everything it wants under one lock. A consumer that finds the queue
-//! empty yields its core once before it parks: the producers it has just
-//! answered are usually about to push, and parking at once made the
-//! storage bench `create_commit/16_waiting_creators` 11 % slower than
-//! crossbeam's spin-and-yield (`tools/bench-ab.sh`), while one yield made
-//! it 7 % faster.
+//! everything it wants under one lock.
 //!
 //! The queue ends when the producer side is closed (explicitly, or by
 //! dropping its [`Sender`]): the consumer still takes every item queued
@@ -160,7 +155,6 @@ impl<T> Receiver<T> {
         mut each: impl FnMut(T),
     ) -> Taken {
         let mut state = self.shared.lock();
-        let mut yielded = false;
         loop {
             if !state.items.is_empty() {
                 let n = state.items.len().min(max.max(1));
@@ -171,17 +165,6 @@ impl<T> Receiver<T> {
             }
             if state.closed {
                 return Taken::Ended;
-            }
-            if !yielded {
-                // Once per take, before parking: give the core to a
-                // producer that is about to push (the requesters the last
-                // batch just answered), rather than park and be woken by
-                // it a moment later. One yield, no spinning.
-                yielded = true;
-                drop(state);
-                std::thread::yield_now();
-                state = self.shared.lock();
-                continue;
             }
             state.parked = true;
             state = match deadline {
