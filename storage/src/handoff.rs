@@ -10,7 +10,9 @@
 //! do the work, and a wake-up per send costs a `futex` call even when the
 //! consumer is busy. Here a push wakes the consumer only if it is parked
 //! (one wake per idle-to-busy edge, not per item), and the consumer takes
-//! everything it wants under one lock.
+//! everything it wants under one lock. It parks at once, without a yield
+//! first: a yield helped sixteen blocked OS threads in a criterion bench
+//! but raised the leased SIP path's p99 (see `benches/README.md`).
 //!
 //! The queue ends when the producer side is closed (explicitly, or by
 //! dropping its [`Sender`]): the consumer still takes every item queued
