@@ -75,11 +75,6 @@ impl KeyUses {
         }
         handed
     }
-
-    /// Keys noted and not yet handed to the writer.
-    pub fn pending(&self) -> usize {
-        self.noted.lock().len()
-    }
 }
 
 #[cfg(test)]
