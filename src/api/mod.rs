@@ -40,6 +40,8 @@ pub struct Api {
     pub leases: Arc<Leases>,
     pub keys: Arc<KeyCache>,
     pub limiters: Arc<RateLimiters>,
+    /// Keys' last uses, written by the control loop once a minute.
+    pub key_uses: Arc<crate::shared::key_uses::KeyUses>,
     pub resolver: Resolver,
     pub clock: Clock,
     pub metrics: Arc<Metrics>,
@@ -234,10 +236,7 @@ fn admitted(
     }
     if let Some(key) = &key {
         if ctx.limiters.should_touch(&key.prefix, now) {
-            let _ = ctx.store.submit(dialproof_storage::WriteOp::TouchKey {
-                key_id: key.id,
-                at: now,
-            });
+            ctx.key_uses.note(key.id, now);
         }
     }
     Ok(key)

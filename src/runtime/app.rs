@@ -19,6 +19,7 @@ use crate::shared::expiries::Expiries;
 use crate::shared::health::Readiness;
 use crate::shared::idempotency::IdempotencyKeys;
 use crate::shared::key_cache::KeyCache;
+use crate::shared::key_uses::KeyUses;
 use crate::shared::leases::Leases;
 use crate::shared::metrics::Metrics;
 use crate::shared::offload::Offload;
@@ -37,6 +38,8 @@ pub struct App {
     pub leases: Arc<Leases>,
     pub keys: Arc<KeyCache>,
     pub limiters: Arc<RateLimiters>,
+    /// Keys' last uses waiting for the control loop's write.
+    pub key_uses: Arc<KeyUses>,
     pub resolver: Resolver,
     /// Threads for CPU-heavy work (password hashing) and the operator
     /// connection's changes.
@@ -95,6 +98,7 @@ impl App {
             leases: self.leases.clone(),
             keys: self.keys.clone(),
             limiters: self.limiters.clone(),
+            key_uses: self.key_uses.clone(),
             resolver: self.resolver.clone(),
             clock: self.clock.clone(),
             metrics: self.metrics.clone(),

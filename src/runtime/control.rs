@@ -2,7 +2,7 @@
 //! applies operator changes made in the database (keys, dedicated numbers,
 //! released quarantines) and configuration reloads (SIGHUP), rebuilding the
 //! lease table when the numbers change or a number's quarantine begins or
-//! ends, stores number health, and purges idempotency keys past their
+//! ends, stores number health and keys' last uses, and purges idempotency keys past their
 //! retention and test-mode rows past theirs.
 //!
 //! Not for: serving anything, or the reload's rules (`crate::shared::leases`
@@ -46,6 +46,7 @@ pub fn control_loop(
         last_poll = std::time::Instant::now();
         purge_idempotency_keys(app);
         purge_test_rows(app);
+        app.key_uses.flush_if_due(&app.store, app.now());
         if let Err(e) = app.keys.refresh_if_changed() {
             tracing::warn!(error = %e, "refreshing keys failed");
         }

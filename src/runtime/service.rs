@@ -23,6 +23,7 @@ use crate::shared::clock::Clock;
 use crate::shared::config::{Config, ReplicationMode};
 use crate::shared::idempotency::IdempotencyKeys;
 use crate::shared::key_cache::KeyCache;
+use crate::shared::key_uses::KeyUses;
 use crate::shared::leases::{build_table, Leases};
 use crate::shared::number_health::NumberHealth;
 use crate::shared::offload::Offload;
@@ -191,7 +192,7 @@ impl Running {
         } = self;
         announce_ready(&app, &config, &listeners, workers, numbers_total)?;
         control_loop(&app, config_path.as_deref(), &hup, &mut held);
-        stop(&config, listeners, &store);
+        stop(&config, listeners, &store, &app.key_uses);
         if consumer.join().is_err() {
             tracing::error!("the commit consumer panicked");
         }
@@ -272,6 +273,7 @@ fn build_app(
         leases: Arc::new(Leases::new(table)),
         keys: Arc::new(keys),
         limiters: Default::default(),
+        key_uses: Default::default(),
         // The system resolver; an in-process test would hand in its own.
         resolver: Resolver::start(Arc::new(resolve::System))?,
         offload,
@@ -392,7 +394,7 @@ fn announce_ready(
 /// A graceful stop, in order: the web listeners drain, the SIP lines
 /// unregister, the writer commits what it holds. The commit consumer ends
 /// after the writer's last batch.
-fn stop(config: &Config, listeners: Listeners, store: &Store) {
+fn stop(config: &Config, listeners: Listeners, store: &Store, key_uses: &KeyUses) {
     let web: Vec<_> = std::iter::once(listeners.https)
         .chain(listeners.http)
         .collect();
@@ -401,7 +403,9 @@ fn stop(config: &Config, listeners: Listeners, store: &Store) {
         tracing::info!("stopping: unregistering sip lines");
         sip.join();
     }
-    tracing::info!("stopping: draining the writer");
+    // After the last request: every use it noted goes with the final write.
+    let keys = key_uses.flush(store);
+    tracing::info!(keys_last_used = keys, "stopping: draining the writer");
     store.shutdown();
 }
 

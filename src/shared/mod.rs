@@ -18,6 +18,7 @@ pub mod fence;
 pub mod health;
 pub mod idempotency;
 pub mod key_cache;
+pub mod key_uses;
 pub mod leases;
 pub mod metrics;
 pub mod number_health;

@@ -17,7 +17,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
-/// A key's `last_used_at` is written at most this often.
+/// A key's use is noted for its `last_used_at` at most this often (the
+/// note is written later, with all keys', by `crate::shared::key_uses`).
 const TOUCH_INTERVAL_MS: i64 = 1000;
 /// Callers tracked before idle windows are pruned. Login windows are keyed
 /// by client address, which outsiders choose, so the map must be bounded.
@@ -26,7 +27,7 @@ pub const WINDOWS_MAX: usize = 100_000;
 #[derive(Default)]
 struct Caller {
     window: Mutex<KeyWindow>,
-    /// When this caller's `last_used_at` was last written (keys only).
+    /// When this caller's use was last noted (keys only).
     last_touch_ms: AtomicI64,
 }
 
@@ -77,9 +78,9 @@ impl RateLimiters {
         decision
     }
 
-    /// Whether to write this key's `last_used_at` now: at most once per
-    /// [`TOUCH_INTERVAL_MS`], so a busy key costs the writer one row update a
-    /// second, not one per request.
+    /// Whether to note this key's use now: at most once per
+    /// [`TOUCH_INTERVAL_MS`], so a busy key takes the notes' lock once a
+    /// second, not on every request.
     pub fn should_touch(&self, bucket: &str, now: UnixMillis) -> bool {
         let caller = self.caller(bucket, now);
         let last = caller.last_touch_ms.load(Ordering::Relaxed);

@@ -2,7 +2,8 @@
 //! verification ([`create`]) and retrying it safely ([`idempotency`]),
 //! reading and cancelling it ([`read_cancel`]),
 //! authentication and the routes' rules ([`auth`]), the per-key rate limit
-//! and the temporary block ([`rate_limit`]), the number pools and dedicated
+//! and the temporary block ([`rate_limit`]), a key's last use
+//! ([`key_last_use`]), the number pools and dedicated
 //! numbers ([`pools`]), expiry at the TTL ([`ttl`]), the OpenAPI schema
 //! ([`schema`]) and the explorer in a browser ([`explorer`]), and the
 //! plain-HTTP redirect listener ([`redirect`]).
@@ -15,6 +16,7 @@ mod auth;
 mod create;
 mod explorer;
 mod idempotency;
+mod key_last_use;
 mod pools;
 mod rate_limit;
 mod read_cancel;
