@@ -8,6 +8,7 @@
 //!
 //! Not for: the rate limit the same requests count against (`rate_limit`).
 
+use crate::support::dashboard::{create_user, Dash};
 use crate::support::virtual_time::VirtualClock;
 use crate::support::*;
 use dialproof_engine::time::UnixMillis;
@@ -31,6 +32,14 @@ fn use_key(server: &Server, token: &str) {
     let path = format!("{COLLECTION}ver_00000000000000000000000000/");
     let r = server.request("GET", &path, &[("Authorization", &auth)], b"");
     assert_eq!(r.status, 404, "{}", r.text());
+}
+
+/// Whether the dashboard's key table shows the key as never used (the
+/// last-use cell before the limit's).
+fn dashboard_shows_never_used(dash: &Dash) -> bool {
+    let page = dash.get("/dashboard/keys/");
+    assert_eq!(page.status, 200, "{}", page.text());
+    page.text().contains("<td>—</td><td>120/мин")
 }
 
 /// Waits (real time) until `key list` shows `want`.
@@ -58,12 +67,19 @@ fn last_use_is_written_once_a_minute_and_at_a_graceful_stop() {
     let (mut s, clock) = Server::start_virtual(&pools(2, 0));
     let company = s.create_company("acme");
     let token = s.create_key(company);
+    create_user(&s, company, "ann@acme.test");
+    let dash = Dash::login(&s, "ann@acme.test");
     assert_eq!(last_used(&s), None, "a new key has no last use");
+    assert!(dashboard_shows_never_used(&dash), "a new key is never used");
 
     use_key(&s, &token);
     let first = at(&clock);
     clock.advance(FLUSH_EVERY + Duration::from_secs(1));
     wait_for_last_used(&s, &first, "the use is written within the minute");
+    assert!(
+        !dashboard_shows_never_used(&dash),
+        "the dashboard shows the written last use"
+    );
 
     // The next minute's use: noted, and not yet written.
     use_key(&s, &token);
