@@ -41,8 +41,31 @@ pub struct Etcd {
     members: Vec<Option<Child>>,
 }
 
+/// Cluster starts tried before a test gives up: a port picked free can be
+/// taken by a parallel test before etcd binds it (the suite shares one
+/// network namespace), which leaves a member dead and no quorum.
+const START_TRIES: usize = 3;
+/// How long a start may take to elect a leader on a loaded machine.
+const START_WAIT: Duration = Duration::from_secs(20);
+
 impl Etcd {
     pub fn start() -> Etcd {
+        let mut failures = Vec::new();
+        for _ in 0..START_TRIES {
+            let etcd = Etcd::start_once();
+            match etcd.healthy_within(START_WAIT) {
+                Ok(()) => return etcd,
+                // Dropping it kills the members before the next try.
+                Err(e) => failures.push(format!("{e}\n{}", etcd.logs_tail())),
+            }
+        }
+        panic!(
+            "etcd (three members on loopback) not healthy after {START_TRIES} starts:\n{}",
+            failures.join("\n---\n")
+        );
+    }
+
+    fn start_once() -> Etcd {
         let dir = tempfile::tempdir().expect("temp dir");
         let clients: Vec<u16> = (0..3).map(|_| free_port()).collect();
         let peers: Vec<u16> = (0..3).map(|_| free_port()).collect();
@@ -55,8 +78,21 @@ impl Etcd {
         for i in 0..3 {
             etcd.start_member(i);
         }
-        etcd.wait_healthy(Duration::from_secs(20));
         etcd
+    }
+
+    /// The last lines of each member's log, for a failure's message.
+    fn logs_tail(&self) -> String {
+        (0..3)
+            .map(|i| {
+                let log = std::fs::read_to_string(self.dir.path().join(format!("m{i}.log")))
+                    .unwrap_or_default();
+                let lines: Vec<&str> = log.lines().collect();
+                let tail = lines[lines.len().saturating_sub(5)..].join("\n");
+                format!("m{i} log:\n{tail}")
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     pub fn endpoints(&self) -> Vec<String> {
@@ -117,17 +153,17 @@ impl Etcd {
     }
 
     /// Waits until every member reports itself healthy (a leader exists).
-    pub fn wait_healthy(&self, timeout: Duration) {
+    fn healthy_within(&self, timeout: Duration) -> Result<(), String> {
         let started = Instant::now();
         for addr in self.client_addrs() {
             while !http_get(addr, "/health").is_some_and(|b| b.contains("\"health\":\"true\"")) {
-                assert!(
-                    started.elapsed() < timeout,
-                    "etcd {addr} not healthy in {timeout:?}"
-                );
+                if started.elapsed() >= timeout {
+                    return Err(format!("etcd {addr} not healthy in {timeout:?}"));
+                }
                 std::thread::sleep(Duration::from_millis(100));
             }
         }
+        Ok(())
     }
 }
 
