@@ -188,7 +188,7 @@ fn reject_no_number(ctx: &Api, key: &KeyRow, input: &CreateRequest, now: UnixMil
 /// commit consumer's (also after a timed-out wait here), never for a row
 /// that did not commit.
 fn commit_created(ctx: &Api, key: &KeyRow, row: VerificationRow, keyed: Option<Keyed>) -> Response {
-    let body = render(&row);
+    let body = render(row.view());
     let (id, dial_number, generation) = (
         row.id.clone(),
         row.dial_number.clone(),

@@ -112,7 +112,7 @@ fn invalid(e: BodyError) -> Response {
 fn answer(outcome: CallOutcome, row: &VerificationRow) -> Response {
     let body = SimulatedCall {
         outcome: outcome.code(),
-        verification: verification_object(row),
+        verification: verification_object(row.view()),
     };
     // A struct of strings, integers and booleans always serialises.
     Response::json(200, serde_json::to_string(&body).unwrap_or_default())

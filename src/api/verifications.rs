@@ -6,48 +6,51 @@
 use super::texts;
 use super::Api;
 use crate::http::Response;
-use crate::openapi::Verification;
+use crate::openapi::{Moment, Verification};
 use crate::shared::metrics::Metrics;
 use crate::shared::wait::{wait_until_applied, Committing, Outcome};
 use dialproof_engine::ids::VerificationId;
 use dialproof_engine::time::UnixMillis;
 use dialproof_engine::verification::{Event, Status};
-use dialproof_storage::{KeyRow, Owner, VerificationRow, WriteOp};
+use dialproof_storage::{KeyRow, Owner, VerificationView, WriteOp};
 use std::time::Duration;
 
 /// How long a request waits for its commit or read. The writer commits in
 /// milliseconds; this bounds the wait if the disk stalls.
 pub(super) const STORAGE_WAIT: Duration = Duration::from_secs(30);
 
+/// Bytes a rendered Verification object usually fits in (about 600 with
+/// the longest `info`s under 300 bytes), so the body is allocated once.
+const BODY_CAPACITY: usize = 768;
+
 /// The spec's Verification object for `row`, as the response body.
-pub fn render(row: &VerificationRow) -> String {
-    // A struct of strings and integers always serialises.
-    serde_json::to_string(&verification_object(row)).unwrap_or_default()
+pub fn render(row: VerificationView<'_>) -> String {
+    let mut body = Vec::with_capacity(BODY_CAPACITY);
+    // A struct of strings, integers and booleans always serialises, and
+    // serde_json writes only UTF-8.
+    let _ = serde_json::to_writer(&mut body, &verification_object(row));
+    String::from_utf8(body).unwrap_or_default()
 }
 
 /// The spec's Verification object for `row`.
-pub(super) fn verification_object(row: &VerificationRow) -> Verification {
+pub(super) fn verification_object(row: VerificationView<'_>) -> Verification<'_> {
     let completed = row.status == Status::Completed;
     Verification {
-        verification_id: row.id.clone(),
-        phone: row.phone.clone(),
-        dial_number: row.dial_number.clone(),
-        client_ref: row.client_ref.clone(),
-        info: row.info.clone(),
+        verification_id: row.id,
+        phone: row.phone,
+        dial_number: row.dial_number,
+        client_ref: row.client_ref,
+        info: row.info,
         status: row.status.as_str(),
         ttl_seconds: row.ttl_seconds,
-        created_at: row.created_at.to_rfc3339(),
-        expires_at: row.expires_at.to_rfc3339(),
+        created_at: Moment(row.created_at),
+        expires_at: Moment(row.expires_at),
         completed_at: if completed {
-            row.completed_at.map(UnixMillis::to_rfc3339)
+            row.completed_at.map(Moment)
         } else {
             None
         },
-        caller_id_received: if completed {
-            row.caller_id.clone()
-        } else {
-            String::new()
-        },
+        caller_id_received: if completed { row.caller_id } else { "" },
         caller_id_source: row
             .caller_evidence
             .filter(|_| completed)
@@ -94,12 +97,13 @@ pub fn read(ctx: &Api, key: &KeyRow, id: &str) -> Response {
         return Response::json(200, body.as_bytes().to_vec());
     }
     // A primary-key lookup, on this worker's own connection: cheaper than
-    // the hand-off to a reader thread and back.
+    // the hand-off to a reader thread and back. The body is rendered from
+    // SQLite's buffers, without decoding the row into owned strings.
     match ctx
         .store
-        .read_here(|r| r.owned_verification(id.as_str(), owner))
+        .read_here(|r| r.owned_verification_view(id.as_str(), owner, render))
     {
-        Ok(Some(row)) => Response::json(200, render(&row)),
+        Ok(Some(body)) => Response::json(200, body),
         Ok(None) => Response::detail(404, texts::NOT_FOUND),
         Err(e) => {
             tracing::error!(error = %e, "read failed");
@@ -122,7 +126,7 @@ pub fn cancel(ctx: &Api, key: &KeyRow, id: &str, now: UnixMillis) -> Response {
         // The release of the number is the commit consumer's.
         Outcome::Done(t) => match t.row {
             Some(row) => {
-                let body = render(&row);
+                let body = render(row.view());
                 // Before the answer: the canceller's next GET must not find
                 // the row as it was before the cancel, and the spec releases
                 // the number "at once" (the commit consumer does it; wait
@@ -142,5 +146,70 @@ pub fn cancel(ctx: &Api, key: &KeyRow, id: &str, now: UnixMillis) -> Response {
             tracing::error!(error = %other, "cancel failed");
             server_error(ctx)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dialproof_engine::caller_evidence::{CallerEvidence, CallerIdSource, CallerIdTrust};
+    use serde_json::json;
+
+    fn view(status: Status) -> VerificationView<'static> {
+        VerificationView {
+            id: "ver_01JD8X5Q2M3N4P5R6S7T8V9W0X",
+            phone: "+79123456789",
+            dial_number: "+74950000001",
+            client_ref: "ref \"q\" \\",
+            info: "тариф\nA",
+            status,
+            ttl_seconds: 60,
+            created_at: UnixMillis(1_800_000_000_123),
+            expires_at: UnixMillis(1_800_000_060_123),
+            completed_at: Some(UnixMillis(1_800_000_005_000)),
+            caller_id: "+79161234567",
+            caller_evidence: Some(CallerEvidence {
+                source: CallerIdSource::PAssertedIdentity,
+                trust: CallerIdTrust::Asserted,
+            }),
+            livemode: true,
+        }
+    }
+
+    fn rendered(status: Status) -> serde_json::Value {
+        serde_json::from_str(&render(view(status))).expect("the body is JSON")
+    }
+
+    #[test]
+    fn a_completed_verification_shows_its_call_and_its_moments_in_rfc_3339() {
+        assert_eq!(
+            rendered(Status::Completed),
+            json!({
+                "verification_id": "ver_01JD8X5Q2M3N4P5R6S7T8V9W0X",
+                "phone": "+79123456789",
+                "dial_number": "+74950000001",
+                "client_ref": "ref \"q\" \\",
+                "info": "тариф\nA",
+                "status": "completed",
+                "ttl_seconds": 60,
+                "created_at": "2027-01-15T08:00:00.123Z",
+                "expires_at": "2027-01-15T08:01:00.123Z",
+                "completed_at": "2027-01-15T08:00:05.000Z",
+                "caller_id_received": "+79161234567",
+                "caller_id_source": "p_asserted_identity",
+                "caller_id_trust": "asserted",
+                "livemode": true,
+            })
+        );
+    }
+
+    #[test]
+    fn any_other_status_hides_the_call() {
+        let body = rendered(Status::Expired);
+        assert_eq!(body["status"], "expired");
+        assert_eq!(body["completed_at"], serde_json::Value::Null);
+        assert_eq!(body["caller_id_received"], "");
+        assert_eq!(body["caller_id_source"], serde_json::Value::Null);
+        assert_eq!(body["caller_id_trust"], serde_json::Value::Null);
     }
 }

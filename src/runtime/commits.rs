@@ -54,7 +54,7 @@ fn apply(app: &App, event: Committed) {
                     app.health
                         .on_lease(&row.dial_number, row.pool, row.created_at);
                 }
-                app.recent.created(&row.id, row.owner(), render(&row));
+                app.recent.created(&row.id, row.owner(), render(row.view()));
                 if let Some(stored) = stored_key {
                     record_key(app, *stored);
                 }
@@ -104,7 +104,8 @@ fn health_ending(t: &Transitioned) -> Ending {
 fn transitioned(app: &App, t: Transitioned) {
     // First: the webhook this change wakes must not reach a client before
     // a GET shows the change.
-    app.recent.ended(&t.row.id, t.row.owner(), render(&t.row));
+    app.recent
+        .ended(&t.row.id, t.row.owner(), render(t.row.view()));
     if let Some(lease) = &t.released {
         // A test number is no line's: its health means nothing.
         if t.row.livemode {

@@ -93,7 +93,7 @@ pub use reader::{PendingLease, Reader, Undelivered, DUE_DELIVERIES_LIMIT_MAX};
 pub use rejections::{RejectionRow, REJECTIONS_LISTED_MAX};
 pub use rows::{
     CompanyRow, DeliveryRow, DeliveryState, KeyRow, NewRejection, Owner, ReleasedLease,
-    TransitionResult, VerificationRow,
+    TransitionResult, VerificationRow, VerificationView,
 };
 pub use schema::{
     current_version as schema_version, newer_message as schema_newer_message,

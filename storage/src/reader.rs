@@ -22,8 +22,9 @@ use crate::error::{Result, StorageError};
 use crate::failpoints::{FailPoints, Point};
 use crate::meta;
 use crate::rows::{
-    collect_rows, delivery_from_row, first_row, verification_from_row, CompanyRow, DeliveryRow,
-    KeyRow, VerificationRow, DELIVERY_COLUMNS, VERIFICATION_COLUMNS,
+    collect_rows, delivery_from_row, first_row, verification_from_row, verification_view_from_row,
+    CompanyRow, DeliveryRow, KeyRow, VerificationRow, VerificationView, DELIVERY_COLUMNS,
+    VERIFICATION_COLUMNS, VERIFICATION_VIEW_BY_OWNER,
 };
 use crate::schema;
 use crate::users::{self, SessionUser, UserRow};
@@ -121,6 +122,23 @@ impl Reader {
             rusqlite::params![id, owner.company_id, owner.livemode],
             verification_from_row,
         )
+    }
+
+    /// `show` applied to the view of verification `id`, if `owner` may see
+    /// it (as [`Self::owned_verification`]): the API's GET, which renders
+    /// the view straight from SQLite's buffers without decoding the row.
+    pub fn owned_verification_view<T>(
+        &self,
+        id: &str,
+        owner: crate::rows::Owner,
+        show: impl FnOnce(VerificationView<'_>) -> T,
+    ) -> Result<Option<T>, StorageError> {
+        let mut stmt = self.conn.prepare_cached(VERIFICATION_VIEW_BY_OWNER)?;
+        let mut rows = stmt.query(rusqlite::params![id, owner.company_id, owner.livemode])?;
+        match rows.next()? {
+            Some(r) => Ok(Some(show(verification_view_from_row(r)?))),
+            None => Ok(None),
+        }
     }
 
     /// The dashboard user with this email, if any.

@@ -44,7 +44,50 @@ pub struct VerificationRow {
     pub livemode: bool,
 }
 
+/// One verification as the API shows it, borrowed: from a row in memory
+/// ([`VerificationRow::view`]) or straight from SQLite's buffers
+/// ([`crate::Reader::owned_verification_view`]). Why: a GET that decoded
+/// the whole row allocated a string for each of its thirteen text columns,
+/// and that allocation was about a sixth of the server's CPU per GET over
+/// a large working set (`perf` of `tools/read-ab.sh`); the view decodes
+/// nothing it does not show and copies no text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VerificationView<'a> {
+    pub id: &'a str,
+    pub phone: &'a str,
+    pub dial_number: &'a str,
+    pub client_ref: &'a str,
+    pub info: &'a str,
+    pub status: Status,
+    pub ttl_seconds: u32,
+    pub created_at: UnixMillis,
+    pub expires_at: UnixMillis,
+    pub completed_at: Option<UnixMillis>,
+    pub caller_id: &'a str,
+    pub caller_evidence: Option<CallerEvidence>,
+    pub livemode: bool,
+}
+
 impl VerificationRow {
+    /// What the API shows of the row.
+    pub fn view(&self) -> VerificationView<'_> {
+        VerificationView {
+            id: &self.id,
+            phone: &self.phone,
+            dial_number: &self.dial_number,
+            client_ref: &self.client_ref,
+            info: &self.info,
+            status: self.status,
+            ttl_seconds: self.ttl_seconds,
+            created_at: self.created_at,
+            expires_at: self.expires_at,
+            completed_at: self.completed_at,
+            caller_id: &self.caller_id,
+            caller_evidence: self.caller_evidence,
+            livemode: self.livemode,
+        }
+    }
+
     /// The company and mode whose keys may see the row.
     pub fn owner(&self) -> Owner {
         Owner {
@@ -226,6 +269,50 @@ pub(crate) const VERIFICATION_COLUMNS: &str = "id, company_id, api_key_id, phone
      completed_at, caller_id, lease_generation, failure_reason, idempotency_key, \
      caller_id_source, caller_id_trust, livemode";
 
+/// A verification's [`VerificationView`] by id, company and mode, its
+/// columns in the order [`verification_view_from_row`] reads them. (A
+/// literal: `prepare_cached` finds statements by their text, and a text
+/// built per GET would be an allocation per GET.)
+pub(crate) const VERIFICATION_VIEW_BY_OWNER: &str = "SELECT id, phone, dial_number, client_ref, \
+     info, status, ttl_seconds, created_at, expires_at, completed_at, caller_id, \
+     caller_id_source, caller_id_trust, livemode FROM verifications \
+     WHERE id = ?1 AND company_id = ?2 AND livemode = ?3";
+
+/// The view of a row selected by [`VERIFICATION_VIEW_BY_OWNER`], borrowing
+/// its text from `r` (checked as the full decode checks it).
+pub(crate) fn verification_view_from_row<'a>(r: &'a Row<'_>) -> Result<VerificationView<'a>> {
+    let status_text = text(r, 5)?;
+    Ok(VerificationView {
+        id: text(r, 0)?,
+        phone: text(r, 1)?,
+        dial_number: text(r, 2)?,
+        client_ref: text(r, 3)?,
+        info: text(r, 4)?,
+        status: Status::parse(status_text)
+            .ok_or_else(|| StorageError::Corrupt(format!("unknown status '{status_text}'")))?,
+        ttl_seconds: to_u32(r.get(6)?, "verifications.ttl_seconds")?,
+        created_at: UnixMillis(r.get(7)?),
+        expires_at: UnixMillis(r.get(8)?),
+        completed_at: r.get::<_, Option<i64>>(9)?.map(UnixMillis),
+        caller_id: text(r, 10)?,
+        caller_evidence: evidence_from_columns(optional_text(r, 11)?, optional_text(r, 12)?)?,
+        livemode: r.get::<_, i64>(13)? != 0,
+    })
+}
+
+/// Column `i` of `r` as text, borrowed from SQLite's buffer.
+fn text<'a>(r: &'a Row<'_>, i: usize) -> Result<&'a str> {
+    optional_text(r, i)?.ok_or_else(|| StorageError::Corrupt(format!("column {i} is null")))
+}
+
+/// Column `i` of `r` as text or null, borrowed from SQLite's buffer.
+fn optional_text<'a>(r: &'a Row<'_>, i: usize) -> Result<Option<&'a str>> {
+    let value = r.get_ref(i)?;
+    value
+        .as_str_or_null()
+        .map_err(|e| StorageError::Corrupt(format!("column {i}: {e}")))
+}
+
 pub(crate) fn verification_from_row(r: &Row<'_>) -> Result<VerificationRow> {
     let pool_text: String = r.get(5)?;
     let status_text: String = r.get(10)?;
@@ -250,7 +337,10 @@ pub(crate) fn verification_from_row(r: &Row<'_>) -> Result<VerificationRow> {
         lease_generation: to_u32(r.get(15)?, "verifications.lease_generation")?,
         failure_reason: r.get(16)?,
         idempotency_key: r.get(17)?,
-        caller_evidence: evidence_from_columns(r.get(18)?, r.get(19)?)?,
+        caller_evidence: evidence_from_columns(
+            r.get::<_, Option<String>>(18)?.as_deref(),
+            r.get::<_, Option<String>>(19)?.as_deref(),
+        )?,
         livemode: r.get::<_, i64>(20)? != 0,
     })
 }
@@ -258,15 +348,15 @@ pub(crate) fn verification_from_row(r: &Row<'_>) -> Result<VerificationRow> {
 /// The stored evidence: both columns or neither (a row completed before
 /// migration 5 has neither); anything else is corrupt.
 pub(crate) fn evidence_from_columns(
-    source: Option<String>,
-    trust: Option<String>,
+    source: Option<&str>,
+    trust: Option<&str>,
 ) -> Result<Option<CallerEvidence>> {
     match (source, trust) {
         (None, None) => Ok(None),
         (Some(s), Some(t)) => {
-            let source = CallerIdSource::parse(&s)
+            let source = CallerIdSource::parse(s)
                 .ok_or_else(|| StorageError::Corrupt(format!("unknown caller_id_source '{s}'")))?;
-            let trust = CallerIdTrust::parse(&t)
+            let trust = CallerIdTrust::parse(t)
                 .ok_or_else(|| StorageError::Corrupt(format!("unknown caller_id_trust '{t}'")))?;
             Ok(Some(CallerEvidence { source, trust }))
         }

@@ -166,7 +166,10 @@ fn listed_from_row(r: &Row<'_>) -> Result<ListedRow> {
         caller_id: r.get(9)?,
         reason: r.get(10)?,
         idempotency_key: r.get(11)?,
-        caller_evidence: evidence_from_columns(r.get(12)?, r.get(13)?)?,
+        caller_evidence: evidence_from_columns(
+            r.get::<_, Option<String>>(12)?.as_deref(),
+            r.get::<_, Option<String>>(13)?.as_deref(),
+        )?,
     })
 }
 

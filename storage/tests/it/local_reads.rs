@@ -76,3 +76,67 @@ fn the_reader_fail_point_fails_a_read_here_too() {
     let second = store.read_here(|r| r.verification(&db.row(1).id, db.company));
     assert!(second.expect("the fail point fired once").is_some());
 }
+
+#[test]
+fn the_view_read_in_place_is_the_stored_rows_view_for_its_owner_only() {
+    use dialproof_storage::Owner;
+    let db = db();
+    let store = db.store();
+    let mut odd = db.row(1);
+    // Text that JSON must escape and that is not ASCII, so a borrowed
+    // column is shown exactly as stored.
+    odd.client_ref = "ref \"quoted\" \\ back".into();
+    odd.info = "тариф\nA ✓".into();
+    insert(&store, odd.clone()).expect("insert");
+    insert(&store, db.row(2)).expect("insert");
+    let completed = transition(
+        &store,
+        &db.row(2).id,
+        None,
+        call(T0.plus_seconds(5), "+79161234567"),
+    )
+    .expect("complete")
+    .row
+    .expect("the completed row");
+    let owner = Owner {
+        company_id: db.company,
+        livemode: true,
+    };
+    for row in [odd, completed] {
+        let full = store
+            .read_here(|r| r.owned_verification(&row.id, owner))
+            .expect("read")
+            .expect("found");
+        let shown = store
+            .read_here(|r| r.owned_verification_view(&row.id, owner, |v| v == full.view()))
+            .expect("read");
+        assert_eq!(
+            shown,
+            Some(true),
+            "{}: the view differs from the row's",
+            row.id
+        );
+    }
+    // Another company's, or the other mode's, reads like an unknown id.
+    let id = db.row(1).id;
+    for other in [
+        Owner {
+            company_id: db.other_company,
+            livemode: true,
+        },
+        Owner {
+            company_id: db.company,
+            livemode: false,
+        },
+    ] {
+        let shown = store
+            .read_here(|r| r.owned_verification_view(&id, other, |_| ()))
+            .expect("read");
+        assert_eq!(shown, None);
+    }
+    let unknown = store
+        .read_here(|r| r.owned_verification_view("ver_nope", owner, |_| ()))
+        .expect("read");
+    assert_eq!(unknown, None);
+    store.shutdown();
+}

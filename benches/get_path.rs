@@ -1,0 +1,144 @@
+//! A GET of one verification that is not among the held newest rows: the
+//! point read on the calling thread's own connection and the 200 body, over
+//! a working set of 150,000 verifications read in random order (as clients
+//! poll the many they created, not one hot id).
+//! - `view_rendered`: what the API's GET does: the row's shown columns,
+//!   borrowed from SQLite's buffers, rendered straight into the body;
+//! - `row_decoded_then_rendered`: the same row decoded into an owned
+//!   `VerificationRow` first (thirteen strings), then rendered, as a cancel
+//!   answers: the cost the GET avoids.
+//!
+//! The connection's page cache is warm after the first pass, so this is the
+//! CPU of a read that does not go to the kernel; HTTP and TLS are not in it.
+//!
+//! Run: `cargo bench --bench get_path`. Figures go in benches/README.md.
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use dialproof::api::render;
+use dialproof_engine::ids::VerificationId;
+use dialproof_engine::pool::Pool;
+use dialproof_engine::time::UnixMillis;
+use dialproof_engine::verification::Status;
+use dialproof_storage::{Admin, Options, Owner, Store, VerificationRow, WriteOp};
+use std::hint::black_box;
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// Verifications in the working set.
+const ROWS: u64 = 150_000;
+/// Inserts queued before waiting for the last one's commit (well under the
+/// writer's queue bound).
+const INSERT_CHUNK: u64 = 1_000;
+
+fn row(i: u64, company_id: i64, api_key_id: i64) -> VerificationRow {
+    let now = UnixMillis(1_800_000_000_000 + i as i64);
+    VerificationRow {
+        id: VerificationId::new(now, u128::from(i)).as_str().to_owned(),
+        company_id,
+        api_key_id,
+        phone: "+79123456789".into(),
+        dial_number: format!("+7495{:07}", i % 10_000_000),
+        pool: Pool::Domestic,
+        client_ref: format!("order-{i}"),
+        info: "tariff basic, second attempt".into(),
+        webhook_url: "https://hooks.example.com/dialproof".into(),
+        ttl_seconds: 120,
+        status: Status::Pending,
+        created_at: now,
+        expires_at: now.plus_seconds(120),
+        completed_at: None,
+        caller_id: String::new(),
+        lease_generation: 1,
+        failure_reason: None,
+        idempotency_key: None,
+        livemode: true,
+        caller_evidence: None,
+    }
+}
+
+/// A store holding [`ROWS`] verifications of one company's live key, and
+/// their ids.
+fn working_set(db: &std::path::Path) -> (Store, Owner, Vec<String>) {
+    let now = UnixMillis(1_800_000_000_000);
+    let admin = Admin::open(db).expect("admin");
+    let company = admin
+        .create_company("bench", "whsec_bench", now)
+        .expect("company");
+    let key = admin
+        .create_key(company.id, "bench", "BenchKey", "00", now)
+        .expect("key");
+    let store = Store::open(db, Options::default()).expect("store");
+    let mut ids = Vec::with_capacity(ROWS as usize);
+    for chunk in 0..ROWS / INSERT_CHUNK {
+        let (tx, rx) = mpsc::channel();
+        for i in chunk * INSERT_CHUNK..(chunk + 1) * INSERT_CHUNK {
+            let row = row(i, company.id, key.id);
+            ids.push(row.id.clone());
+            let tx = tx.clone();
+            let reply = Box::new(move |r: Result<_, _>| {
+                let _ = tx.send(r.is_ok());
+            });
+            store
+                .submit(WriteOp::InsertVerification {
+                    keyed: None,
+                    row,
+                    reply,
+                })
+                .expect("queue has room");
+        }
+        drop(tx);
+        assert!(rx.iter().all(|ok| ok), "every insert commits");
+    }
+    let owner = Owner {
+        company_id: company.id,
+        livemode: true,
+    };
+    (store, owner, ids)
+}
+
+/// Indexes into the ids in a fixed pseudo-random order (xorshift), so every
+/// run reads the same sequence.
+struct Order(u64);
+
+impl Order {
+    fn next(&mut self, len: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % len as u64) as usize
+    }
+}
+
+fn bench_get(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (store, owner, ids) = working_set(&dir.path().join("bench.db"));
+    let mut g = c.benchmark_group("get_by_id_of_150k");
+    g.throughput(Throughput::Elements(1));
+    g.measurement_time(Duration::from_secs(5));
+    let mut order = Order(0x9E37_79B9_7F4A_7C15);
+    g.bench_function("view_rendered", |b| {
+        b.iter(|| {
+            let id = &ids[order.next(ids.len())];
+            let body = store.read_here(|r| r.owned_verification_view(id, owner, render));
+            black_box(body.expect("read").expect("found"))
+        })
+    });
+    g.bench_function("row_decoded_then_rendered", |b| {
+        b.iter(|| {
+            let id = &ids[order.next(ids.len())];
+            let row = store.read_here(|r| r.owned_verification(id, owner));
+            black_box(render(row.expect("read").expect("found").view()))
+        })
+    });
+    g.finish();
+    store.shutdown();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .measurement_time(Duration::from_secs(5))
+        .warm_up_time(Duration::from_secs(2));
+    targets = bench_get
+}
+criterion_main!(benches);
