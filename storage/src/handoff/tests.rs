@@ -126,6 +126,43 @@ fn a_burst_wakes_each_parked_consumer_once_not_once_per_push() {
 }
 
 #[test]
+fn a_second_parked_consumer_is_woken_while_the_first_is_busy() {
+    let (tx, rx) = queue(8);
+    let (held, holding) = mpsc::channel();
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let release = std::sync::Arc::new(std::sync::Mutex::new(release_rx));
+    let workers: Vec<_> = (0..2)
+        .map(|_| {
+            let (rx, held, release) = (rx.clone(), held.clone(), release.clone());
+            std::thread::spawn(move || {
+                while let Some(item) = rx.recv() {
+                    // Busy with `item` until the test lets one go.
+                    held.send(item).unwrap();
+                    let _ = release.lock().unwrap().recv();
+                }
+            })
+        })
+        .collect();
+    until_parked(&tx, 2);
+    tx.try_send(1).unwrap();
+    tx.try_send(2).unwrap();
+    let mut got: Vec<u32> = (0..2)
+        .map(|_| {
+            holding
+                .recv_timeout(STUCK)
+                .expect("one item stayed queued while a consumer was parked: lost wake-up")
+        })
+        .collect();
+    got.sort_unstable();
+    assert_eq!(got, [1, 2], "each parked consumer took one");
+    drop(tx);
+    drop(release_tx);
+    for worker in workers {
+        worker.join().unwrap();
+    }
+}
+
+#[test]
 fn several_consumers_take_each_item_exactly_once() {
     const ITEMS: u32 = 20_000;
     let (tx, rx) = queue(64);
