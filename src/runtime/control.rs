@@ -33,6 +33,8 @@ pub fn control_loop(
     // What the current table withholds (it was built with this at start).
     let mut withheld_in_table = app.health.withheld();
     let mut last_poll = std::time::Instant::now();
+    // When keys' last uses were last written (on the injected clock).
+    let mut key_uses_flushed = dialproof_engine::time::UnixMillis(0);
     while !app.stopping() {
         std::thread::sleep(Duration::from_millis(100));
         if app.stopping() {
@@ -46,7 +48,8 @@ pub fn control_loop(
         last_poll = std::time::Instant::now();
         purge_idempotency_keys(app);
         purge_test_rows(app);
-        app.key_uses.flush_if_due(&app.store, app.now());
+        app.key_uses
+            .flush_if_due(&app.store, app.now(), &mut key_uses_flushed);
         if let Err(e) = app.keys.refresh_if_changed() {
             tracing::warn!(error = %e, "refreshing keys failed");
         }

@@ -33,8 +33,6 @@ pub const KEY_USES_FLUSH_EVERY_MS: i64 = 60_000;
 pub struct KeyUses {
     /// Key id to its latest noted use.
     noted: Mutex<HashMap<i64, UnixMillis>>,
-    /// When the last write was made (0 before the first).
-    last_flush: Mutex<UnixMillis>,
 }
 
 impl KeyUses {
@@ -45,16 +43,21 @@ impl KeyUses {
         *latest = (*latest).max(at);
     }
 
-    /// Writes the noted uses if the last write is [`KEY_USES_FLUSH_EVERY_MS`]
-    /// old at `now`. Returns how many keys were handed to the writer.
-    pub fn flush_if_due(&self, store: &Store, now: UnixMillis) -> usize {
-        {
-            let mut last = self.last_flush.lock();
-            if now.0.saturating_sub(last.0) < KEY_USES_FLUSH_EVERY_MS {
-                return 0;
-            }
-            *last = now;
+    /// Writes the noted uses if `last_flush` (when the caller last wrote
+    /// them; 0 before the first) is [`KEY_USES_FLUSH_EVERY_MS`] old at
+    /// `now`, and moves it to `now`. The control loop is the only caller,
+    /// so it keeps that time itself. Returns how many keys were handed to
+    /// the writer.
+    pub fn flush_if_due(
+        &self,
+        store: &Store,
+        now: UnixMillis,
+        last_flush: &mut UnixMillis,
+    ) -> usize {
+        if now.0.saturating_sub(last_flush.0) < KEY_USES_FLUSH_EVERY_MS {
+            return 0;
         }
+        *last_flush = now;
         self.flush(store)
     }
 
