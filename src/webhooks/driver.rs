@@ -19,7 +19,6 @@
 //! Not for: HTTP (the senders), the retry decision (the engine, applied by
 //! the senders), or writing (the storage writer records attempts).
 
-use super::handoff::{Producer, Refused};
 use super::sender::Job;
 use super::Webhooks;
 use super::{Internal, SEND_QUEUE_MAX};
@@ -28,6 +27,7 @@ use dialproof_engine::time::UnixMillis;
 use dialproof_engine::webhook_schedule::{
     Dispatch, Limits, ReceiverKey, Recorded, Row, Scheduler, POLL_INTERVAL_MS,
 };
+use dialproof_storage::handoff::{self, Refused};
 use dialproof_storage::{CompanyRow, DeliveryRow, DeliveryState, Reader};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -54,7 +54,7 @@ const RECEIVERS_MAX: usize = 1024;
 pub struct Driver {
     ctx: Arc<Webhooks>,
     reader: Reader,
-    jobs: Producer<Job>,
+    jobs: handoff::Sender<Job>,
     scheduler: Scheduler<DeliveryRow>,
     /// Messages received since the last turn, handled at its start.
     wakes: Vec<i64>,
@@ -68,7 +68,7 @@ pub struct Driver {
 }
 
 impl Driver {
-    pub fn new(ctx: Arc<Webhooks>, reader: Reader, jobs: Producer<Job>) -> Driver {
+    pub fn new(ctx: Arc<Webhooks>, reader: Reader, jobs: handoff::Sender<Job>) -> Driver {
         let limits = Limits {
             in_flight_max: IN_FLIGHT_MAX,
             ..Limits::default()
@@ -208,14 +208,16 @@ impl Driver {
                 company,
             };
             match self.jobs.try_send(job) {
-                Ok(()) => {}
+                Ok(_) => {}
                 Err(Refused::Full(job)) => {
                     self.unsent(id, receiver, job);
                     return;
                 }
-                Err(Refused::Gone(job)) => {
-                    // The senders only stop when the service does; the row
-                    // stays pending and goes out after the restart.
+                Err(Refused::Closed(job)) => {
+                    // The driver never closes the queue while it runs, so
+                    // every sender is gone: they only stop when the service
+                    // does. The row stays pending and goes out after the
+                    // restart.
                     tracing::error!("webhook senders are gone");
                     self.unsent(id, receiver, job);
                     return;

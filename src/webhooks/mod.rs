@@ -26,7 +26,6 @@
 //! reads it from storage).
 
 mod driver;
-mod handoff;
 mod sender;
 mod targets;
 mod vetting;
@@ -40,7 +39,7 @@ use anyhow::{Context, Result};
 use crossbeam_channel::{unbounded, Receiver};
 use dialproof_engine::time::UnixMillis;
 use dialproof_engine::webhook_retry::Next;
-use dialproof_storage::Store;
+use dialproof_storage::{handoff, Store};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -98,7 +97,7 @@ pub fn spawn(ctx: Arc<Webhooks>, wakes: Receiver<i64>) -> Result<()> {
     // does not queue behind API reads.
     let reader = dialproof_storage::Reader::open(&db)
         .map_err(|e| anyhow::anyhow!("opening {} for the webhook driver: {e}", db.display()))?;
-    let (jobs_tx, jobs_rx) = handoff::handoff(SEND_QUEUE_MAX);
+    let (jobs_tx, jobs_rx) = handoff::queue(SEND_QUEUE_MAX);
     let (internal_tx, internal_rx) = unbounded();
     let agents = sender::Agents::new(&ctx.resolver);
     for i in 0..senders {

@@ -17,7 +17,6 @@
 //! the driver), deciding outcomes (the engine), or following redirects
 //! (never: a 3xx is a failed attempt).
 
-use super::handoff::Consumer;
 use super::targets::Targets;
 use super::vetting::VettingResolver;
 use super::Internal;
@@ -33,6 +32,7 @@ use dialproof_engine::webhook_retry::{
     classify, AttemptOutcome, Next, Schedule, Verdict, RESPONSE_TIMEOUT_MS,
 };
 use dialproof_engine::webhook_schedule::PER_RECEIVER_IN_FLIGHT_MAX;
+use dialproof_storage::handoff;
 use dialproof_storage::{
     CompanyRow, DeliveryRow, DeliveryState, NewAttempt, WriteOp, RESPONSE_BODY_LOG_BYTES_MAX,
 };
@@ -122,7 +122,7 @@ pub fn run(
     ctx: Arc<Webhooks>,
     agents: Agents,
     schedule: Schedule,
-    jobs: Consumer<Job>,
+    jobs: handoff::Receiver<Job>,
     done: Sender<Internal>,
 ) {
     let mut targets = Targets::default();

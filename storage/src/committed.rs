@@ -159,11 +159,7 @@ impl CommitReceiver {
     /// Waits for the next committed batch. `None` once the writer has
     /// exited and every batch it committed has been taken.
     pub fn recv(&self) -> Option<CommittedBatch> {
-        let mut got = None;
-        match self.rx.take(1, None, |batch| got = Some(batch)) {
-            Taken::Some => got,
-            Taken::TimedOut | Taken::Ended => None,
-        }
+        self.rx.recv()
     }
 
     /// Like [`recv`](Self::recv), waiting at most `timeout`.

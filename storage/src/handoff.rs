@@ -1,44 +1,58 @@
-//! A queue from many producers to one consumer thread that parks when it
-//! finds the queue empty, and is woken only then: the writer's intake
-//! (requests to the writer thread) and the commit queue (the writer to the
-//! commit consumer).
+//! The service's thread hand-off queue: bounded (or not), from producers
+//! to consumer threads that park when they find it empty and are woken
+//! only then. Three queues use it: the writer's intake (requests to the
+//! writer thread), the commit queue (the writer to the commit consumer)
+//! and, in the binary, the webhook driver's jobs to its sender threads.
 //!
 //! Why not a crossbeam channel here: its receive spins and then yields the
-//! CPU several times before it parks, and both consumers go back to their
-//! queue after every batch. On a two-core machine under a saturated
-//! `tools/sip-bench.sh` run that spinning competes with the threads that
-//! do the work, and a wake-up per send costs a `futex` call even when the
-//! consumer is busy. Here a push wakes the consumer only if it is parked
-//! (one wake per idle-to-busy edge, not per item), and the consumer takes
-//! everything it wants under one lock. It parks at once, without a yield
-//! first: a yield helped sixteen blocked OS threads in a criterion bench
-//! but raised the leased SIP path's p99 (see `benches/README.md`).
+//! CPU several times before it parks, and every one of these consumers
+//! goes back to its queue after each batch or job. On a two-core machine
+//! under a saturated `tools/sip-bench.sh` run that spinning competes with
+//! the threads that do the work (it was about a quarter of the webhook
+//! senders' CPU in a `perf` profile), and a wake-up per send costs a
+//! `futex` call even when the consumer is busy. Here a push wakes a
+//! consumer only if one is parked and no wake is already on its way to
+//! each parked one (for one consumer: one wake per idle-to-busy edge, not
+//! per item), and a consumer takes everything it wants under one lock. It
+//! parks at once, without a yield first: a yield helped sixteen blocked OS
+//! threads in a criterion bench but raised the leased SIP path's p99 (see
+//! `benches/README.md`).
 //!
-//! The queue ends when the producer side is closed (explicitly, or by
-//! dropping its [`Sender`]): the consumer still takes every item queued
-//! before that, then sees the end. A consumer that is gone (its
-//! [`Receiver`] dropped) makes every later push fail, so nothing is queued
-//! that nobody will take.
+//! The ends: the [`Sender`] is not `Clone` (each queue has one producer
+//! side, shared by reference); the [`Receiver`] is, one clone per consumer
+//! thread, and every item is taken by exactly one of them. The queue ends
+//! when the producer side is closed (explicitly, or by dropping its
+//! `Sender`): the consumers still take every item queued before that, then
+//! each sees the end. When every `Receiver` is gone, every later push is
+//! refused, so nothing is queued that nobody will take.
 //!
-//! Not for: the readers' queue (many consumers; see `reader`), or deciding
-//! what is queued (`store`, `committed`).
+//! Why it lives in storage: the store's own two queues are here, the binary
+//! depends on this crate, and the engine (no threads, no clock) is no place
+//! for a blocking queue.
+//!
+//! Not for: a thread that waits on several inputs at once (there is no
+//! `select`; the webhook driver's own inputs and the readers' queue stay
+//! crossbeam channels), async tasks (`take` blocks its thread), events that
+//! must not be refused by a bounded queue (give them an unbounded one, as
+//! the commit queue is), or deciding what is queued (`store`, `committed`,
+//! the webhook driver).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
-/// Why a push gave the item back.
+/// Why [`Sender::try_send`] gave the item back.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Refused<T> {
+pub enum Refused<T> {
     /// The queue holds its capacity.
     Full(T),
-    /// The queue was closed, or its consumer is gone.
+    /// The queue was closed, or every consumer is gone.
     Closed(T),
 }
 
 /// What [`Receiver::take`] found.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Taken {
+pub enum Taken {
     /// At least one item was handed over.
     Some,
     /// The deadline passed with the queue empty.
@@ -49,12 +63,19 @@ pub(crate) enum Taken {
 
 struct State<T> {
     items: VecDeque<T>,
-    /// No push will be accepted any more; the consumer finishes the queue.
+    /// No push will be accepted any more; the consumers finish the queue.
     closed: bool,
-    /// The consumer is gone; pushes fail.
-    consumer_gone: bool,
-    /// The consumer waits on `ready`: the next push must wake it.
-    parked: bool,
+    /// Receivers alive; at zero, pushes are refused.
+    consumers: usize,
+    /// Consumers waiting on `ready`, each counted from just before its
+    /// wait until it holds the lock again.
+    parked: usize,
+    /// Wakes sent that no parked consumer has come back from yet. A push
+    /// wakes only while `parked > waking`: a parked consumer already being
+    /// woken needs no second wake. (A consumer that comes back by timeout
+    /// may absorb another's wake; that only makes a later push wake again,
+    /// never leaves a parked consumer unwoken while `parked > waking`.)
+    waking: usize,
 }
 
 struct Shared<T> {
@@ -65,31 +86,33 @@ struct Shared<T> {
 
 impl<T> Shared<T> {
     fn lock(&self) -> MutexGuard<'_, State<T>> {
-        // Every change under the lock is a single push, pop or flag, so a
-        // panic elsewhere while it was held left the state consistent.
+        // Every change under the lock is a push, a pop, a flag or a count,
+        // so a panic elsewhere while it was held left the state consistent.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
-/// The producers' end. Not `Clone`: it is shared by reference (every
-/// clone of a store uses its one sender), and dropping it ends the queue.
-pub(crate) struct Sender<T> {
+/// The producers' end. Not `Clone`: it is shared by reference (every clone
+/// of a store uses its one sender), and dropping it ends the queue.
+pub struct Sender<T> {
     shared: Arc<Shared<T>>,
 }
 
-/// The one consumer's end.
-pub(crate) struct Receiver<T> {
+/// A consumer's end; clone it once per consumer thread.
+pub struct Receiver<T> {
     shared: Arc<Shared<T>>,
 }
 
-/// A queue of at most `capacity` items (`usize::MAX`: unbounded).
-pub(crate) fn queue<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
+/// A queue of at most `capacity` items (`usize::MAX`: unbounded), with one
+/// consumer end (clone it for more).
+pub fn queue<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
     let shared = Arc::new(Shared {
         state: Mutex::new(State {
             items: VecDeque::new(),
             closed: false,
-            consumer_gone: false,
-            parked: false,
+            consumers: 1,
+            parked: 0,
+            waking: 0,
         }),
         ready: Condvar::new(),
         capacity,
@@ -103,11 +126,11 @@ pub(crate) fn queue<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
 }
 
 impl<T> Sender<T> {
-    /// Queues `item` unless the queue is full, closed or its consumer gone.
-    /// Returns the number of items queued, this one included.
-    pub(crate) fn try_send(&self, item: T) -> Result<usize, Refused<T>> {
+    /// Queues `item` unless the queue is full, closed or every consumer is
+    /// gone. Returns the number of items queued, this one included.
+    pub fn try_send(&self, item: T) -> Result<usize, Refused<T>> {
         let mut state = self.shared.lock();
-        if state.closed || state.consumer_gone {
+        if state.closed || state.consumers == 0 {
             return Err(Refused::Closed(item));
         }
         if state.items.len() >= self.shared.capacity {
@@ -115,7 +138,10 @@ impl<T> Sender<T> {
         }
         state.items.push_back(item);
         let queued = state.items.len();
-        let wake = std::mem::replace(&mut state.parked, false);
+        let wake = state.parked > state.waking;
+        if wake {
+            state.waking += 1;
+        }
         drop(state);
         if wake {
             self.shared.ready.notify_one();
@@ -123,39 +149,41 @@ impl<T> Sender<T> {
         Ok(queued)
     }
 
-    /// Accepts no more items; the consumer takes what is queued, then
+    /// Accepts no more items; the consumers take what is queued, then each
     /// sees the end.
-    pub(crate) fn close(&self) {
+    pub fn close(&self) {
         let mut state = self.shared.lock();
         state.closed = true;
-        state.parked = false;
+        let wake = state.parked > 0;
+        state.waking = state.parked;
         drop(state);
-        self.shared.ready.notify_one();
+        if wake {
+            self.shared.ready.notify_all();
+        }
     }
 
     /// Items queued and not yet taken.
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.shared.lock().items.len()
+    }
+
+    /// No item is queued.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
 impl<T> Drop for Sender<T> {
     fn drop(&mut self) {
-        // One sender per queue in this crate (the store's, the writer's):
-        // when it goes, nothing more will be queued.
+        // One sender per queue: when it goes, nothing more will be queued.
         self.close();
     }
 }
 
 impl<T> Receiver<T> {
     /// Waits (until `deadline`, if any) for at least one item, then moves
-    /// up to `max` of them, in order, into `each`.
-    pub(crate) fn take(
-        &self,
-        max: usize,
-        deadline: Option<Instant>,
-        mut each: impl FnMut(T),
-    ) -> Taken {
+    /// up to `max` of them (at least one), in order, into `each`.
+    pub fn take(&self, max: usize, deadline: Option<Instant>, mut each: impl FnMut(T)) -> Taken {
         let mut state = self.shared.lock();
         loop {
             if !state.items.is_empty() {
@@ -168,36 +196,52 @@ impl<T> Receiver<T> {
             if state.closed {
                 return Taken::Ended;
             }
-            state.parked = true;
-            state = match deadline {
-                None => self
-                    .shared
-                    .ready
-                    .wait(state)
-                    .unwrap_or_else(|e| e.into_inner()),
-                Some(at) => {
-                    let left = at.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        state.parked = false;
-                        return Taken::TimedOut;
-                    }
-                    self.shared
-                        .ready
-                        .wait_timeout(state, left)
-                        .unwrap_or_else(|e| e.into_inner())
-                        .0
+            let left = match deadline {
+                None => None,
+                Some(at) => match at.saturating_duration_since(Instant::now()) {
+                    left if left.is_zero() => return Taken::TimedOut,
+                    left => Some(left),
+                },
+            };
+            state.parked += 1;
+            let ready = &self.shared.ready;
+            state = match left {
+                None => ready.wait(state).unwrap_or_else(|e| e.into_inner()),
+                Some(left) => {
+                    let waited = ready.wait_timeout(state, left);
+                    waited.unwrap_or_else(|e| e.into_inner()).0
                 }
             };
-            // Woken, timed out or spurious: a push that comes while we
-            // look again need not wake us.
-            state.parked = false;
+            // Woken, timed out or spurious: this consumer looks again with
+            // the lock held, so a push from now on need not wake it.
+            state.parked -= 1;
+            state.waking = state.waking.saturating_sub(1);
+        }
+    }
+
+    /// The next item, waiting for one; `None` once the queue is closed and
+    /// empty.
+    pub fn recv(&self) -> Option<T> {
+        let mut got = None;
+        match self.take(1, None, |item| got = Some(item)) {
+            Taken::Some => got,
+            Taken::TimedOut | Taken::Ended => None,
+        }
+    }
+}
+
+impl<T> Clone for Receiver<T> {
+    fn clone(&self) -> Self {
+        self.shared.lock().consumers += 1;
+        Receiver {
+            shared: self.shared.clone(),
         }
     }
 }
 
 impl<T> Drop for Receiver<T> {
     fn drop(&mut self) {
-        self.shared.lock().consumer_gone = true;
+        self.shared.lock().consumers -= 1;
     }
 }
 
@@ -214,54 +258,4 @@ impl<T> std::fmt::Debug for Receiver<T> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::{queue, Refused, Taken};
-    use std::time::{Duration, Instant};
-
-    fn take_all(rx: &super::Receiver<u32>, max: usize) -> (Taken, Vec<u32>) {
-        let mut got = Vec::new();
-        let taken = rx.take(max, Some(Instant::now()), |i| got.push(i));
-        (taken, got)
-    }
-
-    #[test]
-    fn bounded_in_order_batched_and_finished_after_close() {
-        let (tx, rx) = queue(3);
-        assert_eq!(tx.try_send(1), Ok(1));
-        assert_eq!(tx.try_send(2), Ok(2));
-        assert_eq!(tx.try_send(3), Ok(3));
-        assert_eq!(tx.try_send(4), Err(Refused::Full(4)), "capacity 3");
-        assert_eq!(take_all(&rx, 2), (Taken::Some, vec![1, 2]), "at most max");
-        tx.close();
-        assert_eq!(tx.try_send(5), Err(Refused::Closed(5)));
-        assert_eq!(
-            take_all(&rx, 8),
-            (Taken::Some, vec![3]),
-            "queued before close"
-        );
-        assert_eq!(take_all(&rx, 8), (Taken::Ended, vec![]));
-    }
-
-    #[test]
-    fn a_parked_consumer_is_woken_and_a_deadline_ends_the_wait() {
-        let (tx, rx) = queue(usize::MAX);
-        assert_eq!(take_all(&rx, 8), (Taken::TimedOut, vec![]));
-        let pusher = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(20));
-            tx.try_send(7).unwrap();
-            tx
-        });
-        let mut got = Vec::new();
-        assert_eq!(rx.take(8, None, |i| got.push(i)), Taken::Some);
-        assert_eq!(got, [7]);
-        drop(pusher.join().unwrap());
-        assert_eq!(
-            rx.take(8, None, |_| {}),
-            Taken::Ended,
-            "dropping the sender ends the queue"
-        );
-        let (tx, rx) = queue::<u32>(4);
-        drop(rx);
-        assert_eq!(tx.try_send(1), Err(Refused::Closed(1)), "consumer gone");
-    }
-}
+mod tests;

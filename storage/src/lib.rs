@@ -25,7 +25,9 @@
 //! (a company's keys, logout), `verification_list` (the dashboard's list
 //! and totals), `rows` (row types and mapping), `schema`
 //! (migrations), `conn` (connection settings), `failpoints` (crash and
-//! error injection), `error`.
+//! error injection), `error`. [`handoff`] is the blocking queue the
+//! store's own two queues (the writer's intake, the commit queue) and the
+//! binary's webhook senders take their work from.
 //!
 //! Replication: under Litestream (`Replication::Litestream`, the
 //! configuration's `replication = "litestream"`) the writer leaves the
@@ -54,7 +56,7 @@ mod dashboard_ops;
 mod deliveries;
 mod error;
 mod failpoints;
-mod handoff;
+pub mod handoff;
 mod idempotency;
 mod local_reader;
 mod meta;
