@@ -88,8 +88,13 @@ pub fn hash_secret(secret: &str) -> String {
 /// Compares a presented secret with a stored hash in time independent of
 /// where they differ.
 pub fn verify_secret(secret: &str, stored_hash: &str) -> bool {
-    let presented = hash_secret(secret);
-    let (a, b) = (presented.as_bytes(), stored_hash.as_bytes());
+    // Hex on the stack: every API request checks its key, and a `String`
+    // per check was an allocation per request.
+    let mut presented = [0u8; 64];
+    if hex::encode_to_slice(Sha256::digest(secret.as_bytes()), &mut presented).is_err() {
+        return false; // unreachable: a SHA-256 digest is 32 bytes, 64 in hex
+    }
+    let (a, b) = (&presented[..], stored_hash.as_bytes());
     if a.len() != b.len() {
         return false;
     }

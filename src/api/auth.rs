@@ -11,6 +11,7 @@ use crate::http::{Request, Response};
 use dialproof_engine::apikey::{parse_token, verify_secret};
 use dialproof_engine::time::UnixMillis;
 use dialproof_storage::{KeyRow, SessionUser};
+use std::sync::Arc;
 use std::time::Duration;
 
 const SESSION_LOOKUP_WAIT: Duration = Duration::from_secs(10);
@@ -25,7 +26,7 @@ fn unauthorized(text: &str) -> Response {
 /// header whose token is malformed, unknown or revoked is "invalid key". The
 /// spec asks for exactly one space after `Bearer`; the scheme name itself is
 /// case-insensitive (RFC 7235).
-pub fn authenticate(ctx: &Api, req: &Request, now: UnixMillis) -> Result<KeyRow, Response> {
+pub fn authenticate(ctx: &Api, req: &Request, now: UnixMillis) -> Result<Arc<KeyRow>, Response> {
     if req.header_count("authorization") > 1 {
         return Err(unauthorized(texts::INVALID_KEY));
     }

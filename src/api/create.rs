@@ -106,7 +106,7 @@ fn parsed(ctx: &Api, req: &Request, key: &KeyRow) -> Result<CreateRequest, Respo
             let company = ctx.keys.company(key.company_id);
             let refused = webhook_url
                 .as_deref()
-                .and_then(|url| webhook_guard::check(ctx, company.as_ref(), url).err());
+                .and_then(|url| webhook_guard::check(ctx, company.as_deref(), url).err());
             if let Some(msg) = refused {
                 errors.add_in_field_order("webhook_url", msg);
             }
@@ -118,7 +118,7 @@ fn parsed(ctx: &Api, req: &Request, key: &KeyRow) -> Result<CreateRequest, Respo
 /// The SSRF guard's 400 for a body whose fields are otherwise valid.
 fn ssrf_refusal(ctx: &Api, key: &KeyRow, url: &str) -> Option<Response> {
     let company = ctx.keys.company(key.company_id);
-    let msg = webhook_guard::check(ctx, company.as_ref(), url).err()?;
+    let msg = webhook_guard::check(ctx, company.as_deref(), url).err()?;
     let mut errors = FieldErrors::default();
     errors.add("webhook_url", msg);
     Some(invalid(ctx, &errors))

@@ -137,7 +137,7 @@ pub fn may_read_schema(ctx: &Api, req: &Request) -> Result<(), Response> {
 /// Who is calling: an API key, or a dashboard user's session (the spec's
 /// "authenticated by another mechanism").
 enum Caller {
-    Key(dialproof_storage::KeyRow),
+    Key(std::sync::Arc<dialproof_storage::KeyRow>),
     Session(dialproof_storage::SessionUser),
 }
 
@@ -208,7 +208,7 @@ fn admitted(
     caller: Caller,
     route: &Route<'_>,
     now: UnixMillis,
-) -> Result<Option<dialproof_storage::KeyRow>, Response> {
+) -> Result<Option<std::sync::Arc<dialproof_storage::KeyRow>>, Response> {
     let limit_default = dialproof_engine::ratelimit::LIMIT_PER_MINUTE_DEFAULT;
     let (bucket, limit, key) = match caller {
         Caller::Key(key) => {

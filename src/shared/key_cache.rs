@@ -24,11 +24,15 @@ const RELOAD_TIMEOUT: Duration = Duration::from_secs(5);
 /// At most this many miss-triggered version checks per second.
 const MISS_CHECKS_PER_SECOND_MAX: u32 = 50;
 
+/// Rows behind `Arc`s: every API request takes its key from here, and
+/// every create its company, so a look-up is a reference count, not a copy
+/// of the row's strings (a key's label, prefix and hash; a company's
+/// secrets and development URLs).
 #[derive(Default)]
 struct Snapshot {
     version: i64,
-    keys: HashMap<String, KeyRow>,
-    companies: HashMap<CompanyId, CompanyRow>,
+    keys: HashMap<String, Arc<KeyRow>>,
+    companies: HashMap<CompanyId, Arc<CompanyRow>>,
     dedicated: Vec<(String, CompanyId)>,
 }
 
@@ -58,11 +62,11 @@ impl KeyCache {
         }
     }
 
-    pub fn key(&self, prefix: &str) -> Option<KeyRow> {
+    pub fn key(&self, prefix: &str) -> Option<Arc<KeyRow>> {
         self.snapshot.read().keys.get(prefix).cloned()
     }
 
-    pub fn company(&self, id: CompanyId) -> Option<CompanyRow> {
+    pub fn company(&self, id: CompanyId) -> Option<Arc<CompanyRow>> {
         self.snapshot.read().companies.get(&id).cloned()
     }
 
@@ -78,7 +82,7 @@ impl KeyCache {
     /// changed and looks again. Single flight: concurrent misses queue on
     /// the reload lock, and each looks at the cache again once it holds it,
     /// so a burst of first requests with a new key costs one reload.
-    pub fn key_or_refresh(&self, prefix: &str, now: UnixMillis) -> Option<KeyRow> {
+    pub fn key_or_refresh(&self, prefix: &str, now: UnixMillis) -> Option<Arc<KeyRow>> {
         if let Some(k) = self.key(prefix) {
             return Some(k);
         }
@@ -156,9 +160,13 @@ impl KeyCache {
                     keys: r
                         .load_keys()?
                         .into_iter()
-                        .map(|k| (k.prefix.clone(), k))
+                        .map(|k| (k.prefix.clone(), Arc::new(k)))
                         .collect(),
-                    companies: r.load_companies()?.into_iter().map(|c| (c.id, c)).collect(),
+                    companies: r
+                        .load_companies()?
+                        .into_iter()
+                        .map(|c| (c.id, Arc::new(c)))
+                        .collect(),
                     dedicated: r.load_dedicated_numbers()?,
                 })
             })
