@@ -6,7 +6,9 @@
 //!   borrowed from SQLite's buffers, rendered straight into the body;
 //! - `row_decoded_then_rendered`: the same row decoded into an owned
 //!   `VerificationRow` first (thirteen strings), then rendered, as a cancel
-//!   answers: the cost the GET avoids.
+//!   answers: the cost the GET avoids;
+//! - `render_completed`: rendering alone, of a completed verification (every
+//!   field set, three moments), without SQLite.
 //!
 //! The connection's page cache is warm after the first pass, so this is the
 //! CPU of a read that does not go to the kernel; HTTP and TLS are not in it.
@@ -15,6 +17,7 @@
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use dialproof::api::render;
+use dialproof_engine::caller_evidence::{CallerEvidence, CallerIdSource, CallerIdTrust};
 use dialproof_engine::ids::VerificationId;
 use dialproof_engine::pool::Pool;
 use dialproof_engine::time::UnixMillis;
@@ -130,8 +133,25 @@ fn bench_get(c: &mut Criterion) {
             black_box(render(row.expect("read").expect("found").view()))
         })
     });
+    let completed = completed_row();
+    g.bench_function("render_completed", |b| {
+        b.iter(|| black_box(render(black_box(&completed).view())))
+    });
     g.finish();
     store.shutdown();
+}
+
+/// A verification a call completed, with every field the body shows set.
+fn completed_row() -> VerificationRow {
+    let mut row = row(7, 1, 1);
+    row.status = Status::Completed;
+    row.completed_at = Some(row.created_at.plus_seconds(9));
+    row.caller_id = "+79161234567".into();
+    row.caller_evidence = Some(CallerEvidence {
+        source: CallerIdSource::PAssertedIdentity,
+        trust: CallerIdTrust::Asserted,
+    });
+    row
 }
 
 criterion_group! {

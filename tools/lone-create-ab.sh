@@ -9,6 +9,11 @@
 #
 #   A_BIN=path/to/old/dialproof bash tools/lone-create-ab.sh
 #   A_BIN=... B_BIN=... ROUNDS=4 DURATION=10 bash tools/lone-create-ab.sh
+#   A_BIN=... CONNECTIONS=50 bash tools/lone-create-ab.sh   # many clients
+#
+# CONNECTIONS (default 1) clients create at once, over as many keys (at
+# most 20, so no key's rate limit is what is measured), on 2 load threads
+# when more than one.
 #
 # B_BIN defaults to this tree's release build (built first). Everything
 # stays on 127.0.0.1. Needs python3 (reads the JSON reports).
@@ -18,6 +23,9 @@ cd "$(dirname "$0")/.."
 : "${A_BIN:?give A_BIN, the baseline dialproof binary}"
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-10}
+CONNECTIONS=${CONNECTIONS:-1}
+KEYS=$((CONNECTIONS < 20 ? CONNECTIONS : 20))
+THREADS=$((CONNECTIONS > 1 ? 2 : 1))
 TARGET=${CARGO_TARGET_DIR:-$PWD/target}
 cargo build --release -q -p dialproof -p dialproof-tools
 B_BIN=${B_BIN:-$TARGET/release/dialproof}
@@ -32,9 +40,9 @@ trap '[ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null; wait 2>/dev/null || true' 
 # run NAME BINARY ROUND
 run() {
   local name=$1 bin=$2 round=$3 dir="$OUT/$1-$3"
-  start_bench_server "$dir" "$bin" 200000
-  "$LOAD" --target "https://$HTTPS" --cacert "$dir/data/tls/cert.pem" --setup-local 1 \
-    --config "$dir/dialproof.toml" --dialproof-bin "$bin" --concurrency 1 --threads 1 \
+  start_bench_server "$dir" "$bin" $((200000 * CONNECTIONS < 600000 ? 200000 * CONNECTIONS : 600000))
+  "$LOAD" --target "https://$HTTPS" --cacert "$dir/data/tls/cert.pem" --setup-local "$KEYS" \
+    --config "$dir/dialproof.toml" --dialproof-bin "$bin" --concurrency "$CONNECTIONS" --threads "$THREADS" \
     --duration "$DURATION" --mix create=1 --ttl 3600 --server-pid "$SERVER" --quiet \
     --json "$dir/create.json"
   stop_bench_server
@@ -43,7 +51,7 @@ run() {
     "p50/p99/p99.9 $(field "$dir/create.json" "f\"{$l['p50']}/{$l['p99']}/{$l['p99_9']}\"") ms," \
     "mean $(field "$dir/create.json" "round($l['mean'], 3)") ms," \
     "server CPU $(field "$dir/create.json" "round(r['server_cpu']['per_answer_us'])") us per create" | tee -a "$OUT/summary"
-  echo "$name $(field "$dir/create.json" "r['operations']['create']['ok_per_second']") $(field "$dir/create.json" "$l['mean']") $(field "$dir/create.json" "$l['p99']")" >> "$OUT/figures"
+  echo "$name $(field "$dir/create.json" "r['operations']['create']['ok_per_second']") $(field "$dir/create.json" "$l['mean']") $(field "$dir/create.json" "$l['p99']") $(field "$dir/create.json" "r['server_cpu']['per_answer_us']")" >> "$OUT/figures"
 }
 
 for round in $(seq "$ROUNDS"); do
@@ -54,13 +62,13 @@ for round in $(seq "$ROUNDS"); do
   fi
 done
 
-echo "== $(date -u +%Y-%m-%d) on $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); DURATION=$DURATION"
+echo "== $(date -u +%Y-%m-%d) on $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); DURATION=$DURATION CONNECTIONS=$CONNECTIONS"
 python3 - "$OUT/figures" <<'EOF'
 import statistics, sys
 rows = [line.split() for line in open(sys.argv[1])]
 def med(name, i):
     return statistics.median(float(r[i]) for r in rows if r[0] == name)
-for i, what in ((1, "creates/s"), (2, "mean ms"), (3, "p99 ms")):
+for i, what in ((1, "creates/s"), (2, "mean ms"), (3, "p99 ms"), (4, "server CPU us per create")):
     a, b = med("A", i), med("B", i)
     print(f"median {what}: A {a:.3f}, B {b:.3f}, B/A {b / a:.2f}")
 EOF
