@@ -9,18 +9,20 @@
 //!
 //! Run: `cargo bench --bench create_path`. Figures go in benches/README.md.
 
+mod support;
+
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use dialproof_engine::ids::VerificationId;
 use dialproof_engine::lease::{LeaseTable, LineSpec, NumberSpec};
 use dialproof_engine::pool::Pool;
 use dialproof_engine::time::UnixMillis;
 use dialproof_engine::validate::parse_create;
-use dialproof_engine::verification::Status;
-use dialproof_storage::{Options, Store, VerificationRow, WriteOp};
+use dialproof_storage::{Options, Store, WriteOp};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use support::{company_and_key, pending_row};
 
 /// A typical body. Its webhook URL is only checked for syntax (the bench
 /// resolves nothing and runs no webhook driver, so nothing is sent to it).
@@ -44,32 +46,6 @@ fn table(numbers: usize) -> LeaseTable {
         specs,
     )
     .expect("bench numbers are unique")
-}
-
-fn row(i: u64, company_id: i64, api_key_id: i64) -> VerificationRow {
-    let now = UnixMillis(1_800_000_000_000 + i as i64);
-    VerificationRow {
-        id: VerificationId::new(now, u128::from(i)).as_str().to_owned(),
-        company_id,
-        api_key_id,
-        phone: "+79123456789".into(),
-        dial_number: format!("+7495{:07}", i % 10_000_000),
-        pool: Pool::Domestic,
-        client_ref: "order-42".into(),
-        info: "tariff basic".into(),
-        webhook_url: "https://hooks.example.com/dialproof".into(),
-        ttl_seconds: 120,
-        status: Status::Pending,
-        created_at: now,
-        expires_at: now.plus_seconds(120),
-        completed_at: None,
-        caller_id: String::new(),
-        lease_generation: 1,
-        failure_reason: None,
-        idempotency_key: None,
-        livemode: true,
-        caller_evidence: None,
-    }
 }
 
 fn bench_memory(c: &mut Criterion) {
@@ -107,18 +83,7 @@ fn bench_memory(c: &mut Criterion) {
 fn bench_commit(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("temp dir");
     let db = dir.path().join("bench.db");
-    // Verifications reference a company and a key (foreign keys).
-    let (company_id, api_key_id) = {
-        let admin = dialproof_storage::Admin::open(&db).expect("admin");
-        let now = UnixMillis(1_800_000_000_000);
-        let c = admin
-            .create_company("bench", "whsec_bench", now)
-            .expect("company");
-        let k = admin
-            .create_key(c.id, "bench", "BenchKey", "00", now)
-            .expect("key");
-        (c.id, k.id)
-    };
+    let (company_id, api_key_id) = company_and_key(&db);
     let store = Store::open(&db, Options::default()).expect("store");
     let seq = Arc::new(AtomicU64::new(0));
     let mut g = c.benchmark_group("create_commit");
@@ -142,7 +107,7 @@ fn bench_commit(c: &mut Criterion) {
                                     store
                                         .submit(WriteOp::InsertVerification {
                                             keyed: None,
-                                            row: row(i, company_id, api_key_id),
+                                            row: pending_row(i, company_id, api_key_id),
                                             reply: Box::new(move |r| {
                                                 let _ = tx.send(r);
                                             }),

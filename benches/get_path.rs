@@ -15,17 +15,17 @@
 //!
 //! Run: `cargo bench --bench get_path`. Figures go in benches/README.md.
 
+mod support;
+
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use dialproof::api::render;
 use dialproof_engine::caller_evidence::{CallerEvidence, CallerIdSource, CallerIdTrust};
-use dialproof_engine::ids::VerificationId;
-use dialproof_engine::pool::Pool;
-use dialproof_engine::time::UnixMillis;
 use dialproof_engine::verification::Status;
-use dialproof_storage::{Admin, Options, Owner, Store, VerificationRow, WriteOp};
+use dialproof_storage::{Options, Owner, Store, VerificationRow, WriteOp};
 use std::hint::black_box;
 use std::sync::mpsc;
 use std::time::Duration;
+use support::{company_and_key, pending_row};
 
 /// Verifications in the working set.
 const ROWS: u64 = 150_000;
@@ -33,49 +33,16 @@ const ROWS: u64 = 150_000;
 /// writer's queue bound).
 const INSERT_CHUNK: u64 = 1_000;
 
-fn row(i: u64, company_id: i64, api_key_id: i64) -> VerificationRow {
-    let now = UnixMillis(1_800_000_000_000 + i as i64);
-    VerificationRow {
-        id: VerificationId::new(now, u128::from(i)).as_str().to_owned(),
-        company_id,
-        api_key_id,
-        phone: "+79123456789".into(),
-        dial_number: format!("+7495{:07}", i % 10_000_000),
-        pool: Pool::Domestic,
-        client_ref: format!("order-{i}"),
-        info: "tariff basic, second attempt".into(),
-        webhook_url: "https://hooks.example.com/dialproof".into(),
-        ttl_seconds: 120,
-        status: Status::Pending,
-        created_at: now,
-        expires_at: now.plus_seconds(120),
-        completed_at: None,
-        caller_id: String::new(),
-        lease_generation: 1,
-        failure_reason: None,
-        idempotency_key: None,
-        livemode: true,
-        caller_evidence: None,
-    }
-}
-
 /// A store holding [`ROWS`] verifications of one company's live key, and
 /// their ids.
 fn working_set(db: &std::path::Path) -> (Store, Owner, Vec<String>) {
-    let now = UnixMillis(1_800_000_000_000);
-    let admin = Admin::open(db).expect("admin");
-    let company = admin
-        .create_company("bench", "whsec_bench", now)
-        .expect("company");
-    let key = admin
-        .create_key(company.id, "bench", "BenchKey", "00", now)
-        .expect("key");
+    let (company_id, key_id) = company_and_key(db);
     let store = Store::open(db, Options::default()).expect("store");
     let mut ids = Vec::with_capacity(ROWS as usize);
     for chunk in 0..ROWS / INSERT_CHUNK {
         let (tx, rx) = mpsc::channel();
         for i in chunk * INSERT_CHUNK..(chunk + 1) * INSERT_CHUNK {
-            let row = row(i, company.id, key.id);
+            let row = pending_row(i, company_id, key_id);
             ids.push(row.id.clone());
             let tx = tx.clone();
             let reply = Box::new(move |r: Result<_, _>| {
@@ -93,7 +60,7 @@ fn working_set(db: &std::path::Path) -> (Store, Owner, Vec<String>) {
         assert!(rx.iter().all(|ok| ok), "every insert commits");
     }
     let owner = Owner {
-        company_id: company.id,
+        company_id,
         livemode: true,
     };
     (store, owner, ids)
@@ -143,7 +110,7 @@ fn bench_get(c: &mut Criterion) {
 
 /// A verification a call completed, with every field the body shows set.
 fn completed_row() -> VerificationRow {
-    let mut row = row(7, 1, 1);
+    let mut row = pending_row(7, 1, 1);
     row.status = Status::Completed;
     row.completed_at = Some(row.created_at.plus_seconds(9));
     row.caller_id = "+79161234567".into();
