@@ -47,10 +47,11 @@ pub struct VerificationRow {
 /// One verification as the API shows it, borrowed: from a row in memory
 /// ([`VerificationRow::view`]) or straight from SQLite's buffers
 /// ([`crate::Reader::owned_verification_view`]). Why: a GET that decoded
-/// the whole row allocated a string for each of its thirteen text columns,
-/// and that allocation was about a sixth of the server's CPU per GET over
-/// a large working set (`perf` of `tools/read-ab.sh`); the view decodes
-/// nothing it does not show and copies no text.
+/// the whole row allocated a string for each of its thirteen text columns;
+/// allocation was about a tenth of the server's CPU per GET over a large
+/// working set, most of it for those strings (`perf` of
+/// `tools/read-ab.sh`). The view decodes nothing it does not show and
+/// copies no text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct VerificationView<'a> {
     pub id: &'a str,
