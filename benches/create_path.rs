@@ -22,11 +22,7 @@ use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use support::{company_and_key, pending_row};
-
-/// A typical body. Its webhook URL is only checked for syntax (the bench
-/// resolves nothing and runs no webhook driver, so nothing is sent to it).
-const BODY: &[u8] = br#"{"phone":"+79123456789","webhook_url":"https://hooks.example.com/dialproof","client_ref":"order-42","info":"tariff basic","ttl_seconds":120}"#;
+use support::{company_and_key, pending_row, BODY};
 
 fn table(numbers: usize) -> LeaseTable {
     let specs = (0..numbers)

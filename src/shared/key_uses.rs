@@ -1,6 +1,6 @@
 //! Keys' last-use times on their way to the database: requests note a
 //! key's use here, and the control loop writes every key noted since its
-//! last write in one go, once per [`KEY_USES_FLUSH_EVERY`] (and once more
+//! last write in one go, once per [`KEY_USES_FLUSH_EVERY_MS`] (and once more
 //! at a graceful stop).
 //!
 //! Why not a write per use: every commit, however small, empties the page

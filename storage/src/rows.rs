@@ -264,23 +264,35 @@ pub struct DeliveryRow {
     pub livemode: bool,
 }
 
-/// Column list matching [`verification_from_row`], in order.
-pub(crate) const VERIFICATION_COLUMNS: &str = "id, company_id, api_key_id, phone, dial_number, \
-     pool, client_ref, info, webhook_url, ttl_seconds, status, created_at, expires_at, \
-     completed_at, caller_id, lease_generation, failure_reason, idempotency_key, \
-     caller_id_source, caller_id_trust, livemode";
+/// The columns of a [`VerificationView`], in the order
+/// [`verification_view_from_row`] reads them (a macro so that the SQL
+/// texts below are literals: `prepare_cached` finds statements by their
+/// text, and a text built per GET would be an allocation per GET).
+macro_rules! view_columns {
+    () => {
+        "id, phone, dial_number, client_ref, info, status, ttl_seconds, created_at, \
+         expires_at, completed_at, caller_id, caller_id_source, caller_id_trust, livemode"
+    };
+}
 
-/// A verification's [`VerificationView`] by id, company and mode, its
-/// columns in the order [`verification_view_from_row`] reads them. (A
-/// literal: `prepare_cached` finds statements by their text, and a text
-/// built per GET would be an allocation per GET.)
-pub(crate) const VERIFICATION_VIEW_BY_OWNER: &str = "SELECT id, phone, dial_number, client_ref, \
-     info, status, ttl_seconds, created_at, expires_at, completed_at, caller_id, \
-     caller_id_source, caller_id_trust, livemode FROM verifications \
-     WHERE id = ?1 AND company_id = ?2 AND livemode = ?3";
+/// Column list matching [`verification_from_row`], in order: the view's,
+/// then the rest of the row.
+pub(crate) const VERIFICATION_COLUMNS: &str = concat!(
+    view_columns!(),
+    ", company_id, api_key_id, pool, webhook_url, lease_generation, failure_reason, \
+     idempotency_key"
+);
 
-/// The view of a row selected by [`VERIFICATION_VIEW_BY_OWNER`], borrowing
-/// its text from `r` (checked as the full decode checks it).
+/// A verification's [`VerificationView`] by id, company and mode.
+pub(crate) const VERIFICATION_VIEW_BY_OWNER: &str = concat!(
+    "SELECT ",
+    view_columns!(),
+    " FROM verifications WHERE id = ?1 AND company_id = ?2 AND livemode = ?3"
+);
+
+/// The view of a row selected with the view's columns first (as
+/// [`VERIFICATION_VIEW_BY_OWNER`] and [`VERIFICATION_COLUMNS`] select it),
+/// borrowing its text from `r`.
 pub(crate) fn verification_view_from_row<'a>(r: &'a Row<'_>) -> Result<VerificationView<'a>> {
     let status_text = text(r, 5)?;
     Ok(VerificationView {
@@ -307,42 +319,40 @@ fn text<'a>(r: &'a Row<'_>, i: usize) -> Result<&'a str> {
 }
 
 /// Column `i` of `r` as text or null, borrowed from SQLite's buffer.
-fn optional_text<'a>(r: &'a Row<'_>, i: usize) -> Result<Option<&'a str>> {
+pub(crate) fn optional_text<'a>(r: &'a Row<'_>, i: usize) -> Result<Option<&'a str>> {
     let value = r.get_ref(i)?;
     value
         .as_str_or_null()
         .map_err(|e| StorageError::Corrupt(format!("column {i}: {e}")))
 }
 
+/// The whole row selected with [`VERIFICATION_COLUMNS`]: its view (one
+/// decoding of the shown columns), then the columns only the row has.
 pub(crate) fn verification_from_row(r: &Row<'_>) -> Result<VerificationRow> {
-    let pool_text: String = r.get(5)?;
-    let status_text: String = r.get(10)?;
+    let v = verification_view_from_row(r)?;
+    let pool_text = text(r, 16)?;
     Ok(VerificationRow {
-        id: r.get(0)?,
-        company_id: r.get(1)?,
-        api_key_id: r.get(2)?,
-        phone: r.get(3)?,
-        dial_number: r.get(4)?,
-        pool: Pool::parse(&pool_text)
+        id: v.id.to_owned(),
+        company_id: r.get(14)?,
+        api_key_id: r.get(15)?,
+        phone: v.phone.to_owned(),
+        dial_number: v.dial_number.to_owned(),
+        pool: Pool::parse(pool_text)
             .ok_or_else(|| StorageError::Corrupt(format!("unknown pool '{pool_text}'")))?,
-        client_ref: r.get(6)?,
-        info: r.get(7)?,
-        webhook_url: r.get(8)?,
-        ttl_seconds: to_u32(r.get(9)?, "verifications.ttl_seconds")?,
-        status: Status::parse(&status_text)
-            .ok_or_else(|| StorageError::Corrupt(format!("unknown status '{status_text}'")))?,
-        created_at: UnixMillis(r.get(11)?),
-        expires_at: UnixMillis(r.get(12)?),
-        completed_at: r.get::<_, Option<i64>>(13)?.map(UnixMillis),
-        caller_id: r.get(14)?,
-        lease_generation: to_u32(r.get(15)?, "verifications.lease_generation")?,
-        failure_reason: r.get(16)?,
-        idempotency_key: r.get(17)?,
-        caller_evidence: evidence_from_columns(
-            r.get::<_, Option<String>>(18)?.as_deref(),
-            r.get::<_, Option<String>>(19)?.as_deref(),
-        )?,
-        livemode: r.get::<_, i64>(20)? != 0,
+        client_ref: v.client_ref.to_owned(),
+        info: v.info.to_owned(),
+        webhook_url: r.get(17)?,
+        ttl_seconds: v.ttl_seconds,
+        status: v.status,
+        created_at: v.created_at,
+        expires_at: v.expires_at,
+        completed_at: v.completed_at,
+        caller_id: v.caller_id.to_owned(),
+        lease_generation: to_u32(r.get(18)?, "verifications.lease_generation")?,
+        failure_reason: r.get(19)?,
+        idempotency_key: r.get(20)?,
+        caller_evidence: v.caller_evidence,
+        livemode: v.livemode,
     })
 }
 

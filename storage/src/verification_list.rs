@@ -20,7 +20,7 @@
 
 use crate::error::{Result, StorageError};
 use crate::reader::Reader;
-use crate::rows::evidence_from_columns;
+use crate::rows::{evidence_from_columns, optional_text};
 use dialproof_engine::caller_evidence::CallerEvidence;
 use dialproof_engine::time::UnixMillis;
 use dialproof_engine::verification::Status;
@@ -166,10 +166,7 @@ fn listed_from_row(r: &Row<'_>) -> Result<ListedRow> {
         caller_id: r.get(9)?,
         reason: r.get(10)?,
         idempotency_key: r.get(11)?,
-        caller_evidence: evidence_from_columns(
-            r.get::<_, Option<String>>(12)?.as_deref(),
-            r.get::<_, Option<String>>(13)?.as_deref(),
-        )?,
+        caller_evidence: evidence_from_columns(optional_text(r, 12)?, optional_text(r, 13)?)?,
     })
 }
 
