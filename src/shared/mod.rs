@@ -25,6 +25,7 @@ pub mod number_health;
 pub mod offload;
 pub mod rate_limiters;
 pub mod recent;
+pub mod reply_slot;
 pub mod resolve;
 pub mod thread_pool;
 pub mod wait;

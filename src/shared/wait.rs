@@ -2,11 +2,13 @@
 //!
 //! SQLite and DNS block the thread that runs them, so they run on their own
 //! threads. A coroutine that needs the answer passes a [`Reply`] and parks on
-//! a may channel, which parks only the coroutine, not the worker thread; the
-//! same call also works from a plain thread (the control and timer threads).
+//! a one-shot slot (`reply_slot`), which parks only the coroutine, not the
+//! worker thread; the same call also works from a plain thread (the control
+//! and timer threads).
 //!
 //! Not for: fire-and-forget work, which needs no reply.
 
+use crate::shared::reply_slot::{self, Ended};
 use dialproof_storage::{Reply, StorageError, Store, WriteOp};
 use std::fmt;
 use std::time::Duration;
@@ -92,24 +94,22 @@ impl Committing for Store {
         guard: G,
         make: impl FnOnce(Reply<Result<T, StorageError>>) -> WriteOp,
     ) -> (Outcome<T>, Option<G>) {
-        let (tx, rx) = may::sync::mpsc::channel();
+        let (answer, wait) = reply_slot::slot();
         let reply: Reply<Result<T, StorageError>> = Box::new(move |value| {
             // If the waiter is gone, the guard is dropped here, with the
             // value it no longer waits for.
-            let _ = tx.send((value, guard));
+            let _ = answer.send((value, guard));
         });
         if let Err(e) = self.submit(make(reply)) {
             // The op (and the guard inside its reply) was dropped unrun.
             return (Outcome::Failed(e), None);
         }
-        match rx.recv_timeout(timeout) {
+        match wait.wait(timeout) {
             Ok((Ok(v), guard)) => (Outcome::Done(v), Some(guard)),
             Ok((Err(e), guard)) => (Outcome::Failed(e), Some(guard)),
-            // Timed out, or the reply was dropped uncalled (with the guard).
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => (Outcome::TimedOut, None),
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                (Outcome::Failed(StorageError::Closed), None)
-            }
+            Err(Ended::TimedOut) => (Outcome::TimedOut, None),
+            // The reply was dropped uncalled (with the guard).
+            Err(Ended::Dropped) => (Outcome::Failed(StorageError::Closed), None),
         }
     }
 
@@ -129,12 +129,12 @@ impl Committing for Store {
 /// Runs `start` with a reply callback and waits up to `timeout` for it to be
 /// called. `None` on timeout or if the callback was dropped without a call.
 fn wait_for<T: Send + 'static>(timeout: Duration, start: impl FnOnce(Reply<T>)) -> Option<T> {
-    let (tx, rx) = may::sync::mpsc::channel();
+    let (answer, wait) = reply_slot::slot();
     start(Box::new(move |value| {
-        // The receiver may have timed out and gone; nothing to do then.
-        let _ = tx.send(value);
+        // The waiter may have timed out and gone; nothing to do then.
+        let _ = answer.send(value);
     }));
-    rx.recv_timeout(timeout).ok()
+    wait.wait(timeout).ok()
 }
 
 /// How often [`wait_until_applied`] looks again. The consumer applies a
