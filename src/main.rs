@@ -13,10 +13,14 @@ fn main() {
         cli::Command::Ha => dialproof::ha::run(cli::config_path(&args), args.log_format),
         cli::Command::Check => {
             let path = cli::config_path(&args);
-            std::process::exit(runtime::preflight::check(path.as_deref()))
+            let code = runtime::preflight::check(path.as_deref());
+            runtime::log_sink::flush();
+            std::process::exit(code)
         }
         _ => cli::run(args),
     };
+    // Lines still buffered leave before the process does.
+    runtime::log_sink::flush();
     if let Err(e) = result {
         // A refused configuration: the lines `dialproof check` prints.
         match e.downcast_ref::<Problems>() {
@@ -34,9 +38,10 @@ fn init_logging(format: cli::LogFormat) {
     // operator, so its default level is WARN.
     let filter = EnvFilter::try_from_env("DIALPROOF_LOG")
         .unwrap_or_else(|_| EnvFilter::new("info,may=warn"));
+    runtime::log_sink::install_panic_flush();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(runtime::log_sink::LogSinkHandle(runtime::log_sink::stderr()))
         .with_ansi(std::io::stderr().is_terminal())
         .with_target(false);
     match format {

@@ -13,6 +13,7 @@ pub mod control;
 pub mod expiry;
 pub mod ha_child;
 pub mod heartbeat;
+pub mod log_sink;
 pub mod preflight;
 pub mod promotion;
 pub mod recovery;
