@@ -71,7 +71,7 @@ pub fn handle(site: &Site, req: &Request) -> Response {
     let metrics = &site.api.metrics;
     Metrics::inc(&metrics.http_requests);
     let started = std::time::Instant::now();
-    let routed = route(&req.path);
+    let routed = route(req.path());
     let timed = route_index(&routed);
     let response = dispatch(site, req, routed);
     metrics.latency[timed].observe(started.elapsed());
@@ -96,8 +96,8 @@ fn dispatch(site: &Site, req: &Request, routed: Routed<'_>) -> Response {
     match routed {
         Routed::Api(r) => api::handle(&site.api, req, r),
         Routed::AddSlash => {
-            let mut location = format!("{}/", req.path);
-            if let Some(q) = &req.query {
+            let mut location = format!("{}/", req.path());
+            if let Some(q) = req.query() {
                 location.push('?');
                 location.push_str(q);
             }

@@ -16,7 +16,8 @@
 pub struct HeadLimits {
     /// Request line plus headers, in bytes (431 beyond).
     pub header_bytes_max: usize,
-    /// Number of header fields (431 beyond).
+    /// Number of header fields (431 beyond); at most
+    /// [`HEADER_COUNT_CEILING`], which applies above it.
     pub header_count_max: usize,
     /// Body bytes (413 beyond).
     pub body_bytes_max: usize,
@@ -47,26 +48,85 @@ pub fn reject_garbage_early(buf: &[u8], limits: &HeadLimits) -> Result<(), Rejec
     if buf.is_empty() || buf.len() > EARLY_PARSE_BYTES {
         return Ok(());
     }
-    let mut storage = vec![httparse::EMPTY_HEADER; limits.header_count_max];
-    match httparse::Request::new(&mut storage).parse(buf) {
+    let mut storage = [httparse::EMPTY_HEADER; HEADER_COUNT_CEILING];
+    let count_max = limits.header_count_max.min(HEADER_COUNT_CEILING);
+    match httparse::Request::new(&mut storage[..count_max]).parse(buf) {
         Ok(_) | Err(httparse::Error::TooManyHeaders) => Ok(()),
         Err(_) => Err(Reject::new(400, "Malformed request.")),
     }
 }
 
-/// A request head, parsed and owned.
+/// Header fields one head may carry at most, whatever the limits say: the
+/// parser's field table lives on the stack (2 KiB), not in an allocation
+/// per request.
+pub const HEADER_COUNT_CEILING: usize = 64;
+
+/// A request head, parsed into one owned text: the method, the target's
+/// path and query, then each header's name (lowercased) and value (trimmed;
+/// bytes that are not UTF-8 replaced), back to back, with the spans of each.
+/// Why one text: owning each part on its own was two allocations per header
+/// and three more for the request line, on every request.
+#[derive(Debug, Clone)]
 pub struct Head {
-    pub method: String,
-    pub path: String,
-    pub query: Option<String>,
+    text: String,
+    method: Span,
+    path: Span,
+    query: Option<Span>,
     /// 0 for HTTP/1.0, 1 for HTTP/1.1.
     pub version: u8,
-    pub headers: Vec<(String, String)>,
+    headers: Vec<(Span, Span)>,
+}
+
+/// A part of [`Head`]'s text, by byte offsets.
+type Span = (u32, u32);
+
+impl Head {
+    fn part(&self, (start, end): Span) -> &str {
+        // Spans are made by `push` below, on char boundaries of `text`.
+        &self.text[start as usize..end as usize]
+    }
+
+    pub fn method(&self) -> &str {
+        self.part(self.method)
+    }
+
+    /// The path without the query string, as sent (percent-encoding kept).
+    pub fn path(&self) -> &str {
+        self.part(self.path)
+    }
+
+    /// The query string without `?`, if any.
+    pub fn query(&self) -> Option<&str> {
+        self.query.map(|q| self.part(q))
+    }
+
+    /// Every header as (lowercase name, value), in the order sent.
+    pub fn headers(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
+        self.headers
+            .iter()
+            .map(|&(name, value)| (self.part(name), self.part(value)))
+    }
+
+    /// The values of header `name` (lowercase), in the order sent.
+    pub fn values<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.headers()
+            .filter(move |(n, _)| *n == name)
+            .map(|(_, v)| v)
+    }
+}
+
+/// Appends `part` to `text` and returns its span. A head is at most the
+/// limits' bytes (kilobytes), so offsets fit in `u32`.
+fn push(text: &mut String, part: &str) -> Span {
+    let start = text.len() as u32;
+    text.push_str(part);
+    (start, text.len() as u32)
 }
 
 pub fn parse_head(raw: &[u8], limits: &HeadLimits) -> Result<Head, Reject> {
-    let mut header_storage = vec![httparse::EMPTY_HEADER; limits.header_count_max];
-    let mut parsed = httparse::Request::new(&mut header_storage);
+    let mut header_storage = [httparse::EMPTY_HEADER; HEADER_COUNT_CEILING];
+    let count_max = limits.header_count_max.min(HEADER_COUNT_CEILING);
+    let mut parsed = httparse::Request::new(&mut header_storage[..count_max]);
     match parsed.parse(raw) {
         Ok(httparse::Status::Complete(_)) => {}
         Ok(httparse::Status::Partial) => return Err(Reject::new(400, "Malformed request.")),
@@ -79,22 +139,26 @@ pub fn parse_head(raw: &[u8], limits: &HeadLimits) -> Result<Head, Reject> {
     if !target.starts_with('/') {
         return Err(Reject::new(400, "Malformed request target."));
     }
+    // The parts are at most the head's bytes (more only where a byte that
+    // is not UTF-8 becomes a three-byte replacement).
+    let mut text = String::with_capacity(raw.len());
+    let method = push(&mut text, parsed.method.unwrap_or(""));
     let (path, query) = match target.split_once('?') {
-        Some((p, q)) => (p.to_owned(), Some(q.to_owned())),
-        None => (target.to_owned(), None),
+        Some((p, q)) => (push(&mut text, p), Some(push(&mut text, q))),
+        None => (push(&mut text, target), None),
     };
-    let headers = parsed
-        .headers
-        .iter()
-        .map(|h| {
-            (
-                h.name.to_ascii_lowercase(),
-                String::from_utf8_lossy(h.value).trim().to_owned(),
-            )
-        })
-        .collect();
+    let mut headers = Vec::with_capacity(parsed.headers.len());
+    for h in parsed.headers.iter() {
+        let start = text.len();
+        text.push_str(h.name);
+        text[start..].make_ascii_lowercase();
+        let name = (start as u32, text.len() as u32);
+        let value = push(&mut text, String::from_utf8_lossy(h.value).trim());
+        headers.push((name, value));
+    }
     Ok(Head {
-        method: parsed.method.unwrap_or("").to_owned(),
+        text,
+        method,
         path,
         query,
         version: parsed.version.unwrap_or(1),
@@ -120,17 +184,9 @@ pub struct Framing {
 }
 
 /// Checks the head against HTTP/1.1's message rules and our limits.
-pub fn framing(
-    headers: &[(String, String)],
-    version: u8,
-    limits: &HeadLimits,
-) -> Result<Framing, Reject> {
-    let all = |name: &'static str| {
-        headers
-            .iter()
-            .filter(move |(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    };
+pub fn framing(head: &Head, limits: &HeadLimits) -> Result<Framing, Reject> {
+    let version = head.version;
+    let all = |name: &'static str| head.values(name);
     // RFC 9112 3.2: exactly one Host in HTTP/1.1, or 400.
     if version == 1 && all("host").count() != 1 {
         return Err(Reject::new(400, "Missing or repeated Host header."));
@@ -228,7 +284,7 @@ pub fn exercise(data: &[u8]) {
     let _ = reject_garbage_early(data, &limits);
     if let Some(end) = find_head_end(data) {
         if let Ok(head) = parse_head(&data[..end], &limits) {
-            let _ = framing(&head.headers, head.version, &limits);
+            let _ = framing(&head, &limits);
         }
     }
     if let Ok(text) = std::str::from_utf8(data) {

@@ -117,14 +117,7 @@ mod tests {
     fn tokens_are_read_from_cookies_strictly() {
         let (token, hash) = mint_token();
         assert_eq!(token_hash(&token), hash);
-        let req = |cookie: &str| Request {
-            method: "GET".into(),
-            path: "/".into(),
-            query: None,
-            headers: vec![("cookie".into(), cookie.into())],
-            body: vec![],
-            peer: "127.0.0.1:1".parse().unwrap(),
-        };
+        let req = |cookie: &str| Request::parsed("GET", "/", &[("Cookie", cookie)]);
         let good = format!("a=b; {COOKIE_NAME}={token}; c=d");
         assert_eq!(token_from(&req(&good)), Some(token.as_str()));
         assert_eq!(token_from(&req(&format!("{COOKIE_NAME}=short"))), None);

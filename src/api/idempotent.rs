@@ -62,12 +62,7 @@ impl Keyed {
 /// The request's key, if it sent one; the 400 if the header is repeated or
 /// not a key.
 pub fn header(req: &Request) -> Result<Option<IdempotencyKey>, Response> {
-    let values: Vec<&str> = req
-        .headers
-        .iter()
-        .filter(|(name, _)| name == "idempotency-key")
-        .map(|(_, v)| v.as_str())
-        .collect();
+    let values: Vec<&str> = req.header_values("idempotency-key").collect();
     idempotency::parse_header(&values).map_err(|e| {
         let fields = json!({ idempotency::HEADER: [e.message()] });
         envelope(

@@ -153,8 +153,8 @@ pub fn handle(ctx: &Api, req: &Request, route: Route<'_>) -> Response {
         Err(answer) => return answer,
     };
     let allowed = route.method();
-    if req.method != allowed {
-        return Response::detail(405, &texts::method_not_allowed(&req.method))
+    if req.method() != allowed {
+        return Response::detail(405, &texts::method_not_allowed(req.method()))
             .with_header("Allow", allowed);
     }
     if route == Route::Schema {
@@ -193,7 +193,7 @@ fn caller(ctx: &Api, req: &Request, now: UnixMillis) -> Result<Caller, Response>
             Some(user) => Ok(Caller::Session(user)),
             None => {
                 Metrics::inc(&ctx.metrics.auth_failures);
-                tracing::debug!(peer = %req.peer, path = %req.path, "authentication failed");
+                tracing::debug!(peer = %req.peer, path = %req.path(), "authentication failed");
                 Err(resp)
             }
         },

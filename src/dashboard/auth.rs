@@ -85,7 +85,7 @@ pub fn require_post(ctx: &Dashboard, req: &Request) -> Result<(Signed, Fields), 
     let signed = require(ctx, req)?;
     let fields = Fields::parse(&req.body);
     if !csrf::matches(&signed.csrf, fields.raw("csrf")) {
-        tracing::warn!(peer = %req.peer, path = %req.path, "dashboard form without its token");
+        tracing::warn!(peer = %req.peer, path = %req.path(), "dashboard form without its token");
         return Err(page::csrf_refused());
     }
     Ok((signed, fields))

@@ -42,8 +42,8 @@ pub fn login(ctx: &Dashboard, req: &Request) -> Response {
         )
         .with_header("Retry-After", retry_after_seconds.to_string());
     }
-    if req.method != "POST" {
-        let text = texts::method_not_allowed(&req.method);
+    if req.method() != "POST" {
+        let text = texts::method_not_allowed(req.method());
         return envelope(405, "method_not_allowed", &text, None).with_header("Allow", "POST");
     }
     let (email, password) = match credentials(&req.body) {

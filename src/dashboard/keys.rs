@@ -100,8 +100,8 @@ pub fn page(ctx: &Dashboard, req: &Request) -> Response {
 
 /// `POST /api/dashboard/keys`: a new key with the form's label.
 pub fn create(ctx: &Dashboard, req: &Request) -> Response {
-    if req.method != "POST" {
-        return Response::detail(405, &crate::api::texts::method_not_allowed(&req.method))
+    if req.method() != "POST" {
+        return Response::detail(405, &crate::api::texts::method_not_allowed(req.method()))
             .with_header("Allow", "POST");
     }
     let (signed, fields) = match auth::require_post(ctx, req) {

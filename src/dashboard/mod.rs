@@ -88,11 +88,11 @@ pub fn owns(path: &str) -> bool {
 
 /// Answers a dashboard request (a path for which [`owns`] is true).
 pub fn handle(ctx: &Dashboard, req: &Request) -> Response {
-    let path = req.path.as_str();
+    let path = req.path();
     if path.trim_end_matches('/') == keys::CREATE_PATH {
         return keys::create(ctx, req);
     }
-    let method = req.method.as_str();
+    let method = req.method();
     match (method, path) {
         (_, "/dashboard" | "/dashboard/") => page::see_other("/dashboard/verifications/"),
         ("GET" | "HEAD", "/dashboard/login/") => auth::login_form(req),
@@ -127,7 +127,7 @@ pub fn handle(ctx: &Dashboard, req: &Request) -> Response {
         ),
         _ if !path.ends_with('/') => {
             let mut location = format!("{path}/");
-            if let Some(q) = &req.query {
+            if let Some(q) = req.query() {
                 location.push('?');
                 location.push_str(q);
             }

@@ -207,7 +207,7 @@ pub fn page(ctx: &Dashboard, req: &Request) -> Response {
         Err(resp) => return resp,
     };
     let company = signed.user.company_id;
-    let q = Fields::query(req.query.as_deref());
+    let q = Fields::query(req.query());
     let (filter, shown, error) = match parse_filter(&q, company, ctx.clock.now()) {
         Ok((f, s)) => (Some(f), s, None),
         Err(e) => (None, Shown::default(), Some(e)),

@@ -115,7 +115,7 @@ impl Showing {
 /// The page's mode from `?mode=` (live by default; anything else is the
 /// 400 notice), the same switch as the verifications page.
 fn mode_of(req: &Request) -> Result<bool, String> {
-    match Fields::query(req.query.as_deref()).get("mode") {
+    match Fields::query(req.query()).get("mode") {
         None | Some("live") => Ok(true),
         Some("test") => Ok(false),
         Some(other) => Err(format!("Неизвестный режим «{other}»: live или test.")),
@@ -256,7 +256,7 @@ pub fn change(ctx: &Dashboard, req: &Request) -> Response {
         Ok(s) => s,
         Err(resp) => return resp,
     };
-    let act = match action(&req.path, &fields) {
+    let act = match action(req.path(), &fields) {
         Ok(a) => a,
         Err(text) => return show(ctx, &signed, Showing::after_change(400, None, Some(text))),
     };
@@ -277,7 +277,7 @@ pub fn change(ctx: &Dashboard, req: &Request) -> Response {
     if let Err(e) = ctx.keys.refresh_if_changed() {
         tracing::warn!(error = %e, "cache refresh after a dashboard change failed");
     }
-    tracing::info!(company_id = company, path = %req.path, "webhook settings changed in the dashboard");
+    tracing::info!(company_id = company, path = %req.path(), "webhook settings changed in the dashboard");
     match secret {
         Some(s) => show(ctx, &signed, Showing::after_change(200, Some(s), None)),
         None => page::see_other("/dashboard/webhooks/"),

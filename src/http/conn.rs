@@ -106,7 +106,7 @@ pub fn serve<S: TimedStream>(
         let resp = handler(&req);
         let last = served + 1 == limits.requests_per_connection_max;
         let close = !keep_alive || last || draining.load(Ordering::Acquire);
-        let head_only = req.method == "HEAD";
+        let head_only = req.method() == "HEAD";
         if resp.write_to(stream, close, head_only).is_err() || close {
             return;
         }
@@ -181,32 +181,14 @@ fn read_request<S: TimedStream>(
         return Err(ReadError::Reject(431, "Request header fields too large."));
     }
     let head = http_head::parse_head(&buf[..head_len], &limits.head()).map_err(reject)?;
-    let framing =
-        http_head::framing(&head.headers, head.version, &limits.head()).map_err(reject)?;
+    let framing = http_head::framing(&head, &limits.head()).map_err(reject)?;
 
     buf.drain(..head_len);
     let body = match framing.body {
         Body::Length(len) => read_sized(stream, buf, len, framing.expect_continue, deadline)?,
         Body::Chunked => read_chunked(stream, buf, limits, framing.expect_continue, deadline)?,
     };
-    let http_head::Head {
-        method,
-        path,
-        query,
-        headers,
-        ..
-    } = head;
-    Ok((
-        Request {
-            method,
-            path,
-            query,
-            headers,
-            body,
-            peer,
-        },
-        framing.keep_alive,
-    ))
+    Ok((Request::new(head, body, peer), framing.keep_alive))
 }
 
 /// RFC 9110 10.1.1: a client that sent `Expect: 100-continue` waits for
@@ -339,7 +321,7 @@ mod tests {
         let handler = |r: &Request| {
             Response::json(
                 200,
-                format!("{{\"m\":\"{}\",\"len\":{}}}", r.method, r.body.len()),
+                format!("{{\"m\":\"{}\",\"len\":{}}}", r.method(), r.body.len()),
             )
         };
         serve(

@@ -20,8 +20,8 @@ pub fn redirect(req: &Request, https_port: u16) -> Response {
     } else {
         format!(":{https_port}")
     };
-    let mut location = format!("https://{host}{port}{}", req.path);
-    if let Some(q) = &req.query {
+    let mut location = format!("https://{host}{port}{}", req.path());
+    if let Some(q) = req.query() {
         location.push('?');
         location.push_str(q);
     }
@@ -44,16 +44,12 @@ mod tests {
     use super::*;
 
     fn req(host: Option<&str>, path: &str, query: Option<&str>) -> Request {
-        Request {
-            method: "GET".into(),
-            path: path.into(),
-            query: query.map(Into::into),
-            headers: host
-                .map(|h| vec![("host".to_owned(), h.to_owned())])
-                .unwrap_or_default(),
-            body: vec![],
-            peer: "127.0.0.1:1".parse().unwrap(),
-        }
+        let target = match query {
+            Some(q) => format!("{path}?{q}"),
+            None => path.to_owned(),
+        };
+        let headers: Vec<(&str, &str)> = host.map(|h| ("Host", h)).into_iter().collect();
+        Request::parsed("GET", &target, &headers)
     }
 
     fn location(r: &Response) -> &str {

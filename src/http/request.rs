@@ -1,35 +1,74 @@
 //! A parsed HTTP request as handlers see it.
 
+use dialproof_engine::http_head::Head;
+
 /// One request, fully read (body included) and bounded by [`super::Limits`].
 #[derive(Debug, Clone)]
 pub struct Request {
-    pub method: String,
-    /// The path without the query string, as sent (percent-encoding kept).
-    pub path: String,
-    /// The query string without `?`, if any.
-    pub query: Option<String>,
-    /// Header names lowercased; values as bytes-to-string (lossy for non-UTF-8).
-    pub headers: Vec<(String, String)>,
+    /// The request line and header fields (names lowercased; values
+    /// trimmed, lossy for non-UTF-8), in one owned text.
+    head: Head,
     pub body: Vec<u8>,
     pub peer: std::net::SocketAddr,
 }
 
 impl Request {
+    pub fn new(head: Head, body: Vec<u8>, peer: std::net::SocketAddr) -> Request {
+        Request { head, body, peer }
+    }
+
+    /// A GET-like request built from its parts, as the parser would have
+    /// produced it from the wire (for unit tests of handlers).
+    #[cfg(test)]
+    pub fn parsed(method: &str, target: &str, headers: &[(&str, &str)]) -> Request {
+        use dialproof_engine::http_head::{parse_head, HeadLimits};
+        let mut raw = format!("{method} {target} HTTP/1.1\r\n");
+        for (name, value) in headers {
+            raw.push_str(&format!("{name}: {value}\r\n"));
+        }
+        raw.push_str("\r\n");
+        let limits = HeadLimits {
+            header_bytes_max: 16 * 1024,
+            header_count_max: 64,
+            body_bytes_max: 0,
+        };
+        let head = parse_head(raw.as_bytes(), &limits).expect("a well-formed test head");
+        Request::new(head, Vec::new(), "127.0.0.1:1".parse().expect("an address"))
+    }
+
+    pub fn method(&self) -> &str {
+        self.head.method()
+    }
+
+    /// The path without the query string, as sent (percent-encoding kept).
+    pub fn path(&self) -> &str {
+        self.head.path()
+    }
+
+    /// The query string without `?`, if any.
+    pub fn query(&self) -> Option<&str> {
+        self.head.query()
+    }
+
     /// The first header with this (lowercase) name.
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
+        self.head
+            .headers()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v)
+    }
+
+    /// Every value of header `name` (lowercase), in the order sent.
+    pub fn header_values<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.head.values(name)
     }
 
     /// The value of cookie `name` in the `Cookie` header(s), trimmed; the
     /// first one wins.
     pub fn cookie(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .filter(|(n, _)| n == "cookie")
-            .flat_map(|(_, v)| v.split(';'))
+        self.head
+            .values("cookie")
+            .flat_map(|v| v.split(';'))
             .filter_map(|pair| pair.trim().split_once('='))
             .find(|(n, _)| *n == name)
             .map(|(_, v)| v.trim())
@@ -37,6 +76,6 @@ impl Request {
 
     /// Every value of a header (for ones that must not be repeated).
     pub fn header_count(&self, name: &str) -> usize {
-        self.headers.iter().filter(|(n, _)| n == name).count()
+        self.head.values(name).count()
     }
 }

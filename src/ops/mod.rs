@@ -64,10 +64,10 @@ impl Ops {
 
 /// One request on the ops listener.
 pub fn handle(ctx: &Ops, req: &Request) -> Response {
-    if req.method != "GET" && req.method != "HEAD" {
+    if req.method() != "GET" && req.method() != "HEAD" {
         return text(405, "method not allowed\n");
     }
-    match req.path.as_str() {
+    match req.path() {
         "/metrics" => Response::new(200)
             .with_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
             .with_body(exposition::render(ctx).into_bytes()),
