@@ -69,7 +69,7 @@ impl NumberHealth {
     pub fn on_lease(&self, number: &str, pool: Pool, now: UnixMillis) {
         let mut s = self.state.lock();
         s.engine.on_lease(number, pool, now);
-        s.dirty.insert(number.to_owned());
+        mark_dirty(&mut s.dirty, number);
     }
 
     pub fn on_invite(&self, number: &str, leased: bool) {
@@ -78,7 +78,7 @@ impl NumberHealth {
         }
         let mut s = self.state.lock();
         s.engine.on_invite(number, leased);
-        s.dirty.insert(number.to_owned());
+        mark_dirty(&mut s.dirty, number);
     }
 
     /// A lease ended; a quarantine it decides is logged at WARN here and
@@ -86,7 +86,7 @@ impl NumberHealth {
     pub fn on_end(&self, number: &str, pool: Pool, ending: Ending, now: UnixMillis) {
         let mut s = self.state.lock();
         let decided = s.engine.on_end(number, pool, ending, now);
-        s.dirty.insert(number.to_owned());
+        mark_dirty(&mut s.dirty, number);
         if let Some(q) = decided {
             log_quarantine(&q);
             s.quarantined.insert(q.number, (pool, now));
@@ -159,6 +159,15 @@ impl NumberHealth {
                 tracing::warn!(error = %failed, "saving number health failed");
             }
         }
+    }
+}
+
+/// Notes `number` as changed. A number is often noted more than once
+/// between two syncs (its lease, its call, its lease's end); copying it
+/// only the first time saves an allocation and its free each other time.
+fn mark_dirty(dirty: &mut HashSet<String>, number: &str) {
+    if !dirty.contains(number) {
+        dirty.insert(number.to_owned());
     }
 }
 
