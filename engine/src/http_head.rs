@@ -108,7 +108,7 @@ impl Head {
     }
 
     /// The values of header `name` (lowercase), in the order sent.
-    pub fn values<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+    pub fn values<'a, 'n>(&'a self, name: &'n str) -> impl Iterator<Item = &'a str> + use<'a, 'n> {
         self.headers()
             .filter(move |(n, _)| *n == name)
             .map(|(_, v)| v)

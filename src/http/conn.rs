@@ -37,7 +37,7 @@ pub struct Limits {
 
 impl Limits {
     /// The limits the engine's head parser checks.
-    fn head(&self) -> HeadLimits {
+    pub(crate) fn head(&self) -> HeadLimits {
         HeadLimits {
             header_bytes_max: self.header_bytes_max,
             header_count_max: self.header_count_max,

@@ -17,22 +17,19 @@ impl Request {
         Request { head, body, peer }
     }
 
-    /// A GET-like request built from its parts, as the parser would have
-    /// produced it from the wire (for unit tests of handlers).
+    /// A request without a body, built from its parts by the parser the
+    /// connection uses, under the default limits (for unit tests of
+    /// handlers).
     #[cfg(test)]
     pub fn parsed(method: &str, target: &str, headers: &[(&str, &str)]) -> Request {
-        use dialproof_engine::http_head::{parse_head, HeadLimits};
         let mut raw = format!("{method} {target} HTTP/1.1\r\n");
         for (name, value) in headers {
             raw.push_str(&format!("{name}: {value}\r\n"));
         }
         raw.push_str("\r\n");
-        let limits = HeadLimits {
-            header_bytes_max: 16 * 1024,
-            header_count_max: 64,
-            body_bytes_max: 0,
-        };
-        let head = parse_head(raw.as_bytes(), &limits).expect("a well-formed test head");
+        let limits = super::Limits::default().head();
+        let head = dialproof_engine::http_head::parse_head(raw.as_bytes(), &limits)
+            .expect("a well-formed test head");
         Request::new(head, Vec::new(), "127.0.0.1:1".parse().expect("an address"))
     }
 
@@ -52,14 +49,14 @@ impl Request {
 
     /// The first header with this (lowercase) name.
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.head
-            .headers()
-            .find(|(n, _)| *n == name)
-            .map(|(_, v)| v)
+        self.head.values(name).next()
     }
 
     /// Every value of header `name` (lowercase), in the order sent.
-    pub fn header_values<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+    pub fn header_values<'a, 'n>(
+        &'a self,
+        name: &'n str,
+    ) -> impl Iterator<Item = &'a str> + use<'a, 'n> {
         self.head.values(name)
     }
 

@@ -5,12 +5,13 @@
 //! each line was one `write` to standard error on the thread that logged
 //! it: on a worker for a create, on the SQLite writer for a completed call.
 //! A profile of 50 connections creating put about 3 % of the server's CPU
-//! in those writes. Here a line is appended to a buffer under a lock; the
-//! first line into an empty buffer rings the writing thread, which waits
-//! [`FLUSH_DELAY`] for more and writes them all in one go.
+//! in those writes. Here a line is appended to a buffer under a lock that
+//! no write holds; the first line into an empty buffer rings the writing
+//! thread, which waits [`FLUSH_DELAY`] for more, takes them all and writes
+//! them in one go.
 //!
-//! What is kept: lines leave in the order they were logged (one buffer,
-//! one lock). The buffer is bounded ([`BUFFER_MAX`]): a line that would
+//! What is kept: lines leave in the order they were logged (one buffer;
+//! whoever writes holds the output while it takes the buffer and writes). The buffer is bounded ([`BUFFER_MAX`]): a line that would
 //! overflow it is written, after what is buffered, by the thread that
 //! logged it, so a standard error that does not drain (a stalled journal)
 //! holds up the loggers as it did before, instead of growing memory. What
@@ -36,34 +37,32 @@ pub const BUFFER_MAX: usize = 256 * 1024;
 
 /// A buffer of log lines in front of one output, and its writing thread.
 pub struct LogSink {
-    state: Mutex<State>,
+    /// Lines not yet taken for writing. Held only to append or to take
+    /// them, never across a write, so a thread that logs (a coroutine's
+    /// worker among them) does not wait for the output.
+    buffer: Mutex<Vec<u8>>,
+    /// The output, held for the whole of a write: whoever holds it takes
+    /// the buffered lines and writes them, so lines leave in the order
+    /// they were appended.
+    output: Mutex<Output>,
     writer_thread: OnceLock<Thread>,
 }
 
-struct State {
-    buffer: Vec<u8>,
+struct Output {
     out: Box<dyn Write + Send>,
-}
-
-impl State {
-    /// Writes what is buffered. A failed write (standard error closed)
-    /// drops it: there is nowhere else to put a log line.
-    fn write_out(&mut self) {
-        if !self.buffer.is_empty() {
-            let _ = self.out.write_all(&self.buffer);
-            let _ = self.out.flush();
-            self.buffer.clear();
-        }
-    }
+    /// The buffer's other half: lines are swapped into it and written from
+    /// it, so neither half is allocated again.
+    taken: Vec<u8>,
 }
 
 impl LogSink {
     /// A sink in front of `out`, with its writing thread started.
     pub fn start(out: Box<dyn Write + Send>) -> io::Result<Arc<LogSink>> {
         let sink = Arc::new(LogSink {
-            state: Mutex::new(State {
-                buffer: Vec::with_capacity(BUFFER_MAX),
+            buffer: Mutex::new(Vec::with_capacity(BUFFER_MAX)),
+            output: Mutex::new(Output {
                 out,
+                taken: Vec::with_capacity(BUFFER_MAX),
             }),
             writer_thread: OnceLock::new(),
         });
@@ -84,37 +83,59 @@ impl LogSink {
         Ok(sink)
     }
 
-    /// Buffers one line (or writes it through, after the buffer, if the
-    /// buffer is full).
+    /// Buffers one line; if the buffer is full, writes what is buffered and
+    /// then the line, on this thread.
     fn append(&self, line: &[u8]) {
-        let mut state = self.state.lock();
-        if state.buffer.len() + line.len() > BUFFER_MAX {
-            state.write_out();
-            let _ = state.out.write_all(line);
+        let mut buffer = self.buffer.lock();
+        if buffer.len() + line.len() <= BUFFER_MAX {
+            let was_empty = buffer.is_empty();
+            buffer.extend_from_slice(line);
+            drop(buffer);
+            if was_empty {
+                if let Some(thread) = self.writer_thread.get() {
+                    thread.unpark();
+                }
+            }
             return;
         }
-        let was_empty = state.buffer.is_empty();
-        state.buffer.extend_from_slice(line);
-        drop(state);
-        if was_empty {
-            if let Some(thread) = self.writer_thread.get() {
-                thread.unpark();
-            }
-        }
+        drop(buffer);
+        self.write_out(&mut self.output.lock(), line);
     }
 
     /// Writes every buffered line now.
     pub fn flush(&self) {
-        self.state.lock().write_out();
+        self.write_out(&mut self.output.lock(), b"");
     }
 
-    /// [`Self::flush`], unless another thread holds the buffer (a panic
-    /// inside a write must not wait for itself).
+    /// [`Self::flush`], unless another thread holds the output or the
+    /// buffer (a panic inside a write must not wait for itself).
     fn try_flush(&self) {
-        if let Some(mut state) = self.state.try_lock() {
-            state.write_out();
+        if let Some(mut output) = self.output.try_lock() {
+            if let Some(mut buffer) = self.buffer.try_lock() {
+                std::mem::swap(&mut *buffer, &mut output.taken);
+            }
+            write_taken(&mut output, b"");
         }
     }
+
+    /// Takes the buffered lines and writes them, then `after`, holding the
+    /// output throughout.
+    fn write_out(&self, output: &mut Output, after: &[u8]) {
+        std::mem::swap(&mut *self.buffer.lock(), &mut output.taken);
+        write_taken(output, after);
+    }
+}
+
+/// Writes the taken lines, then `after`. A failed write (standard error
+/// closed) drops them: there is nowhere else to put a log line.
+fn write_taken(output: &mut Output, after: &[u8]) {
+    if output.taken.is_empty() && after.is_empty() {
+        return;
+    }
+    let _ = output.out.write_all(&output.taken);
+    let _ = output.out.write_all(after);
+    let _ = output.out.flush();
+    output.taken.clear();
 }
 
 /// The process's sink in front of standard error, once started.
