@@ -270,8 +270,9 @@ impl Driver {
                         let warning = outcome.map(CallOutcome::warning);
                         self.endpoint.respond_with_warning(now, id, code, warning);
                     }
-                    // The final waits for a commit: tell the caller we have it.
-                    Verdict::Pending => self.endpoint.trying(id),
+                    // The final waits for a commit: a 100 follows if the
+                    // commit takes longer than the engine's TRYING_DELAY.
+                    Verdict::Pending => self.endpoint.trying(now, id),
                 }
             }
             Event::Cancelled { id } => {

@@ -10,7 +10,7 @@ use super::message::{Message, Via};
 use super::number::{to_e164, Region};
 use super::register::{Registration, RegistrationConfig};
 use super::route::{route_invite, CalledFrom, LineRoute};
-use super::server::{Endpoint, Event};
+use super::server::{Endpoint, Event, TRYING_DELAY};
 use super::uri::NameAddr;
 use super::Instant;
 use std::net::SocketAddr;
@@ -34,7 +34,9 @@ pub fn exercise(bytes: &[u8]) {
 fn through_endpoints(bytes: &[u8], src: SocketAddr, now: Instant) {
     let mut endpoint = Endpoint::new(1);
     if let Ok(Event::Invite { id, .. }) = endpoint.handle_datagram(now, src, bytes) {
-        endpoint.trying(id);
+        // The 100 is built only once TRYING_DELAY passes without a final.
+        endpoint.trying(now, id);
+        endpoint.handle_timeout(now.plus(TRYING_DELAY));
         endpoint.respond(now, id, 603);
     }
     // The stateless answer, on a fresh endpoint.

@@ -6,17 +6,19 @@
 //! with [`Endpoint::handle_timeout`]; it sends what
 //! [`Endpoint::poll_transmit`] yields. A new INVITE comes out as
 //! [`Event::Invite`]; the application decides and either answers at once
-//! or calls [`Endpoint::trying`] (`100 Trying`, RFC 3261 s17.2.1: needed
-//! only when the final may take longer) and [`Endpoint::respond`] later,
-//! after a database commit. A final sent at once needs no 100, so a stray
-//! INVITE costs one datagram back, not two. From then on the endpoint owns
-//! the transaction:
+//! or calls [`Endpoint::trying`] and [`Endpoint::respond`] later, after a
+//! database commit. `trying` does not send `100 Trying` at once: it arms a
+//! timer, and the 100 goes out only if the final has not within
+//! [`TRYING_DELAY`]. RFC 3261 s17.2.1 asks for the 100 only when the final
+//! takes longer than 200 ms, and a call's commit takes milliseconds, so a
+//! call normally costs one datagram back (the final) instead of two, on
+//! both sides of the wire. From then on the endpoint owns the transaction:
 //!
 //! - the final response is retransmitted on Timer G (T1, doubling, capped
 //!   at T2) until the ACK or Timer H (64*T1);
-//! - a retransmitted INVITE is answered with the latest response (100 while
-//!   undecided) and never surfaces as a second [`Event::Invite`], so a call
-//!   completes once;
+//! - a retransmitted INVITE is answered with the latest response (a 100,
+//!   sent then at the latest, while undecided) and never surfaces as a
+//!   second [`Event::Invite`], so a call completes once;
 //! - the ACK is absorbed (Timer I = T4 then ends the transaction);
 //! - a CANCEL is answered 200, and if no final response went out yet the
 //!   INVITE gets 487 and the application's later `respond` is ignored;
@@ -42,11 +44,6 @@
 //! its timers and the answer to each method share the table's invariants
 //! (one entry per branch, a timer per entry), and split apart each half
 //! would have to re-check them.
-//!
-//! One file of ~570 lines (beyond the ~500 the project aims at): the
-//! transaction table, its timer queues and the cached answers are one
-//! state machine (RFC 3261 s17.2) whose invariants span all three; split,
-//! each part would need the others' internals.
 
 use super::message::{Message, Method, ParseError, Via, BRANCH_COOKIE};
 use super::response::{build_response, tag_of};
@@ -55,6 +52,7 @@ use super::{Instant, T1, T2, T4};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Most INVITE transactions alive at once; beyond it new INVITEs get a
@@ -73,6 +71,10 @@ pub const TIMER_H: Duration = Duration::from_millis(64 * 500);
 /// How long the application may take to decide on an INVITE before the
 /// endpoint answers 500 itself, so no transaction waits forever.
 pub const DECISION_TIMEOUT: Duration = Duration::from_millis(64 * 500);
+/// How long a final may take, after [`Endpoint::trying`], before the
+/// caller gets `100 Trying`: half the 200 ms of RFC 3261 s17.2.1, and well
+/// inside the caller's first retransmission (Timer A, T1 = 500 ms).
+pub const TRYING_DELAY: Duration = Duration::from_millis(100);
 
 /// A transaction's id, stable for its life; never reused.
 pub type TxId = u64;
@@ -87,11 +89,12 @@ pub struct Transmit {
 pub enum Event {
     /// A new INVITE, nothing sent yet. Answer it with [`Endpoint::respond`]
     /// or [`Endpoint::respond_stateless`]; call [`Endpoint::trying`] first
-    /// if the answer will not be immediate.
+    /// if the answer will not be immediate. The message is shared with the
+    /// transaction, which builds the final from it (no copy per call).
     Invite {
         id: TxId,
         src: SocketAddr,
-        message: Box<Message>,
+        message: Arc<Message>,
     },
     /// The caller cancelled before a final response; 487 went out.
     Cancelled { id: TxId },
@@ -126,11 +129,13 @@ struct Key {
 
 #[derive(Debug)]
 enum State {
-    /// Waiting for the application; `trying` is sent by
-    /// [`Endpoint::trying`] and on every retransmitted INVITE.
+    /// Waiting for the application. `100 Trying` is built only when it is
+    /// sent: [`TRYING_DELAY`] after [`Endpoint::trying`], or for a
+    /// retransmitted INVITE.
     Proceeding {
-        request: Box<Message>,
-        trying: Vec<u8>,
+        request: Arc<Message>,
+        /// When the endpoint answers 500 itself ([`DECISION_TIMEOUT`]).
+        decide_by: Instant,
     },
     /// Final sent; waiting for the ACK.
     Completed {
@@ -247,9 +252,14 @@ impl Endpoint {
     ) -> Result<Event, Dropped> {
         if let Some(id) = self.by_key.get(&key) {
             // A retransmission: repeat our latest response, never the event.
-            if let Some(tx) = self.invites.get(id) {
+            if let Some(tx) = self.invites.get_mut(id) {
                 let bytes = match &tx.state {
-                    State::Proceeding { trying, .. } => Some(trying.clone()),
+                    // The caller is retransmitting: it is time for the 100,
+                    // and its timer (if armed) has nothing left to do.
+                    State::Proceeding { request, decide_by } => {
+                        tx.deadline = *decide_by;
+                        Some(build_response(request, &tx.vias, 100, None, &[]))
+                    }
                     State::Completed { response, .. } => Some(response.clone()),
                     State::Confirmed => None,
                 };
@@ -274,10 +284,9 @@ impl Endpoint {
             return Err(Dropped::Overloaded);
         }
         let to_tag = self.rng.hex();
-        let trying = build_response(&message, &vias, 100, None, &[]);
         let id = self.next_id;
         self.next_id += 1;
-        let message = Box::new(message);
+        let message = Arc::new(message);
         let deadline = now.plus(DECISION_TIMEOUT);
         self.invites.insert(
             id,
@@ -287,8 +296,8 @@ impl Endpoint {
                 vias,
                 to_tag,
                 state: State::Proceeding {
-                    request: message.clone(),
-                    trying,
+                    request: Arc::clone(&message),
+                    decide_by: deadline,
                 },
                 deadline,
             },
@@ -298,13 +307,14 @@ impl Endpoint {
         Ok(Event::Invite { id, src, message })
     }
 
-    /// Sends `100 Trying` for INVITE `id` if it still waits for a final
-    /// response: the application will take a while (a commit) to answer.
-    pub fn trying(&mut self, id: TxId) {
-        if let Some(tx) = self.invites.get(&id) {
-            if let State::Proceeding { trying, .. } = &tx.state {
-                let (to, bytes) = (tx.target, trying.clone());
-                self.send(to, bytes);
+    /// The application will take a while (a commit) to answer INVITE
+    /// `id`: `100 Trying` goes out at `now` + [`TRYING_DELAY`] unless the
+    /// final (or a retransmission's 100) has gone out by then.
+    pub fn trying(&mut self, now: Instant, id: TxId) {
+        if let Some(tx) = self.invites.get_mut(&id) {
+            if let State::Proceeding { decide_by, .. } = tx.state {
+                tx.deadline = now.plus(TRYING_DELAY).min(decide_by);
+                self.timers.push(Reverse((tx.deadline, id)));
             }
         }
     }
@@ -515,9 +525,18 @@ impl Endpoint {
                 continue; // Superseded by a later timer of the same tx.
             }
             match &mut tx.state {
-                State::Proceeding { .. } => {
+                State::Proceeding { decide_by, .. } if now >= *decide_by => {
                     // The application never decided: fail safe.
                     self.finalize(now, id, 500, &[]);
+                }
+                State::Proceeding { request, decide_by } => {
+                    // TRYING_DELAY passed without a final: tell the caller
+                    // we have the call, then wait for the decision again.
+                    // (The decision's timer from the INVITE is still queued.)
+                    let bytes = build_response(request, &tx.vias, 100, None, &[]);
+                    tx.deadline = *decide_by;
+                    let to = tx.target;
+                    self.send(to, bytes);
                 }
                 State::Completed {
                     response,
@@ -619,11 +638,12 @@ mod tests {
             .collect()
     }
 
-    /// A new INVITE the application will answer later (so it sends 100).
+    /// A new INVITE the application will answer later (so it calls
+    /// `trying`, which arms the 100's timer).
     fn invite(ep: &mut Endpoint, now: Instant) -> TxId {
         match ep.handle_datagram(now, src(), &request("INVITE", "z9hG4bKa")) {
             Ok(Event::Invite { id, .. }) => {
-                ep.trying(id);
+                ep.trying(now, id);
                 id
             }
             other => panic!("{other:?}"),
@@ -631,15 +651,51 @@ mod tests {
     }
 
     #[test]
-    fn invite_gets_trying_then_the_final_which_repeats_on_timer_g_until_ack() {
+    fn a_final_within_the_trying_delay_goes_alone() {
         let mut ep = Endpoint::new(1);
         let t0 = Instant(1_000);
         let id = invite(&mut ep, t0);
+        assert!(
+            drain(&mut ep).is_empty(),
+            "design choice: `trying` defers the 100 by TRYING_DELAY, it does not send it"
+        );
+        assert_eq!(ep.poll_timeout(), Some(t0.plus(TRYING_DELAY)));
+        let just_before = t0.plus(TRYING_DELAY - Duration::from_millis(1));
+        ep.handle_timeout(just_before);
+        assert!(drain(&mut ep).is_empty());
+        assert!(ep.respond(just_before, id, 603));
+        assert_eq!(codes(&mut ep), vec![(603, Method::Invite)], "no 100 at all");
+        // The 100's timer is gone with the decision; Timer G is next.
+        assert_eq!(ep.poll_timeout(), Some(just_before.plus(T1)));
+    }
+
+    #[test]
+    fn a_slow_final_gets_the_100_first_and_the_decision_timeout_still_holds() {
+        let mut ep = Endpoint::new(1);
+        let t0 = Instant(1_000);
+        let id = invite(&mut ep, t0);
+        ep.handle_timeout(t0.plus(TRYING_DELAY));
         let sent = drain(&mut ep);
         assert_eq!(sent.len(), 1);
         assert_eq!(sent[0].0, src());
         assert_eq!(sent[0].1.status(), Some(100));
         assert!(sent[0].1.header("Via").unwrap().contains("rport=5070"));
+        assert_eq!(tag_of(sent[0].1.header("To").unwrap()), None);
+        // Once only; then the undecided INVITE waits for its deadline.
+        assert_eq!(ep.poll_timeout(), Some(t0.plus(DECISION_TIMEOUT)));
+        ep.handle_timeout(t0.plus(DECISION_TIMEOUT));
+        assert_eq!(codes(&mut ep), vec![(500, Method::Invite)]);
+        assert!(!ep.respond(t0.plus(DECISION_TIMEOUT), id, 603));
+    }
+
+    #[test]
+    fn invite_gets_trying_then_the_final_which_repeats_on_timer_g_until_ack() {
+        let mut ep = Endpoint::new(1);
+        let t0 = Instant(1_000);
+        let id = invite(&mut ep, t0);
+        ep.handle_timeout(t0.plus(TRYING_DELAY));
+        assert_eq!(codes(&mut ep), vec![(100, Method::Invite)]);
+        let t0 = t0.plus(TRYING_DELAY);
 
         assert!(ep.respond(t0.plus(Duration::from_millis(3)), id, 603));
         let sent = drain(&mut ep);
@@ -701,7 +757,7 @@ mod tests {
         let t0 = Instant(0);
         let id = invite(&mut ep, t0);
         ep.respond(t0, id, 603);
-        assert_eq!(drain(&mut ep).len(), 2, "100 and the first 603");
+        assert_eq!(codes(&mut ep), vec![(603, Method::Invite)], "the first 603");
         let mut now = t0;
         let mut sends = 0;
         while let Some(next) = ep.poll_timeout() {
@@ -724,6 +780,8 @@ mod tests {
         let again = ep.handle_datagram(t0, src(), &request("INVITE", "z9hG4bKa"));
         assert_eq!(again.unwrap_err(), Dropped::Absorbed);
         assert_eq!(codes(&mut ep), vec![(100, Method::Invite)]);
+        // That 100 stands for the deferred one: its timer sends no second.
+        assert_eq!(ep.poll_timeout(), Some(t0.plus(DECISION_TIMEOUT)));
         ep.respond(t0, id, 486);
         drain(&mut ep);
         let again = ep.handle_datagram(t0, src(), &request("INVITE", "z9hG4bKa"));

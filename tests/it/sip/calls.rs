@@ -146,6 +146,12 @@ fn exchange(
     wait: Duration,
 ) -> Vec<(String, String)> {
     sock.send_to(bytes.as_bytes(), to).unwrap();
+    receive(sock, expect, wait)
+}
+
+/// The status and To lines of each datagram `sock` receives until `expect`
+/// arrived or `wait` passed.
+fn receive(sock: &UdpSocket, expect: usize, wait: Duration) -> Vec<(String, String)> {
     let deadline = std::time::Instant::now() + wait;
     let mut out = Vec::new();
     let mut buf = [0u8; 4096];
@@ -185,13 +191,22 @@ fn a_retransmitted_invite_gets_the_same_final_and_the_ack_is_absorbed() {
              Call-ID: retx-1\r\nCSeq: 1 {method}\r\nMax-Forwards: 70\r\nContent-Length: 0\r\n\r\n"
         )
     };
-    let first = exchange(&sock, addr, &request("INVITE"), 2, Duration::from_secs(5));
-    assert_eq!(first.len(), 2, "{first:?}");
-    assert!(first[0].0.starts_with("SIP/2.0 100"), "{first:?}");
-    assert!(first[1].0.starts_with("SIP/2.0 603"), "{first:?}");
+    let mut first = exchange(&sock, addr, &request("INVITE"), 1, Duration::from_secs(5));
+    // Design choice (the engine's TRYING_DELAY, 100 ms): a final that
+    // follows its commit within the delay goes without a `100 Trying`. On a
+    // machine too busy for that, the 100 comes first and the final after.
+    if first.len() == 1 && first[0].0.starts_with("SIP/2.0 100") {
+        first.extend(receive(&sock, 1, Duration::from_secs(5)));
+    }
+    let last = first.last().cloned();
+    assert!(
+        last.as_ref()
+            .is_some_and(|(s, _)| s.starts_with("SIP/2.0 603")),
+        "expected the 603 (after a 100 only if the commit took over 100 ms): {first:?}"
+    );
     // The same INVITE again: the same 603, with the same To tag.
     let again = exchange(&sock, addr, &request("INVITE"), 1, Duration::from_secs(5));
-    assert_eq!(again, vec![first[1].clone()]);
+    assert_eq!(again, Vec::from_iter(last));
     // The ACK is absorbed; afterwards a retransmitted INVITE gets nothing.
     let after_ack = exchange(&sock, addr, &request("ACK"), 0, Duration::from_millis(100));
     assert!(after_ack.is_empty(), "{after_ack:?}");
