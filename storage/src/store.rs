@@ -216,8 +216,10 @@ impl Store {
             },
         };
         let checkpoint_counters = Arc::clone(&store.inner.counters);
+        // Thread names fit Linux's 15 bytes, so `top -H`, `ps -L` and
+        // profilers tell the writer from the checkpointer and the readers.
         let spawned = std::thread::Builder::new()
-            .name("dialproof-storage-checkpoint".into())
+            .name("db-checkpoint".into())
             .spawn(move || {
                 checkpoint::run_thread(checkpoint_conn, checkpointer, rung, checkpoint_counters)
             });
@@ -230,14 +232,14 @@ impl Store {
             }
         }
         let spawned = std::thread::Builder::new()
-            .name("dialproof-storage-writer".into())
+            .name("db-writer".into())
             .spawn(move || writer.run());
         store.adopt(spawned)?;
         for (n, conn) in reader_conns.into_iter().enumerate() {
             let rx = read_rx.clone();
             let failpoints = opts.failpoints.clone();
             let spawned = std::thread::Builder::new()
-                .name(format!("dialproof-storage-reader-{n}"))
+                .name(format!("db-reader-{n}"))
                 .spawn(move || reader::run(Reader::from_connection(conn), rx, failpoints));
             store.adopt(spawned)?;
         }
