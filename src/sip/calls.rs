@@ -53,15 +53,65 @@ pub enum Verdict {
     Pending,
 }
 
+/// What a call's commit decided: the final response and the call's
+/// outcome, with what to log about it. The transition's reply builds it on
+/// the storage writer's thread; the SIP driver answers and logs it, so the
+/// writer (which every write of the service queues for) formats no log line.
+pub struct Decided {
+    pub code: u16,
+    pub outcome: CallOutcome,
+    log: Box<CallLog>,
+}
+
+/// The fields of a decided call's log line.
+struct CallLog {
+    dial: String,
+    header: Header,
+    caller: String,
+    evidence: CallerEvidence,
+    line: String,
+    ended: Ended,
+}
+
+enum Ended {
+    Completed { verification_id: String },
+    NoPending,
+    Failed(String),
+}
+
+impl Decided {
+    /// Logs the call's end: info when it completed a verification, a
+    /// warning when the lease had ended meanwhile, an error when the
+    /// transition failed.
+    pub fn log(&self) {
+        let l = &self.log;
+        match &l.ended {
+            Ended::Completed { verification_id } => {
+                tracing::info!(dial_number = %l.dial, header = l.header.as_str(),
+                    caller = %l.caller, source = l.evidence.source.as_str(), trust = l.evidence.trust.as_str(), line = %l.line,
+                    verification_id = verification_id.as_str(),
+                    "call completed a verification");
+            }
+            Ended::NoPending => tracing::warn!(dial_number = %l.dial,
+                "call found no pending verification for the lease (ended meanwhile)"),
+            Ended::Failed(error) => tracing::error!(dial_number = %l.dial, error = %error,
+                "call transition failed"),
+        }
+    }
+}
+
+/// The callback that receives a call's [`Decided`].
+pub type Decide = Box<dyn FnOnce(Decided) + Send>;
+
 /// Decides on an INVITE that arrived at `at` from `src`. When the verdict
 /// is [`Verdict::Pending`], `decide` is called exactly once later (on the
-/// writer thread) with the final response code and the call's outcome.
+/// writer thread) with the call's [`Decided`].
 pub fn on_invite(
     ctx: &Arc<Sip>,
     src: SocketAddr,
     msg: &Message,
     at: UnixMillis,
-    decide: Box<dyn FnOnce(u16, CallOutcome) + Send>,
+    decide: Decide,
 ) -> Verdict {
     let stats = &ctx.stats;
     SipStats::inc(&stats.invites);
@@ -108,7 +158,7 @@ fn on_caller(
     dialled: Dialled<'_>,
     generation: u32,
     at: UnixMillis,
-    decide: Box<dyn FnOnce(u16, CallOutcome) + Send>,
+    decide: Decide,
 ) -> Verdict {
     let (stats, call_id) = (&ctx.stats, msg.call_id());
     let line = dialled.line;
@@ -238,14 +288,9 @@ struct Call {
     code: u16,
 }
 
-/// Submits the call's transition; its reply logs the outcome and calls
-/// `decide` with the final response code and that outcome.
-fn submit_call(
-    ctx: &Arc<Sip>,
-    call: Call,
-    at: UnixMillis,
-    decide: Box<dyn FnOnce(u16, CallOutcome) + Send>,
-) -> Verdict {
+/// Submits the call's transition; its reply counts the outcome and calls
+/// `decide` with the final response code, the outcome and its log line.
+fn submit_call(ctx: &Arc<Sip>, call: Call, at: UnixMillis, decide: Decide) -> Verdict {
     let replied = ctx.clone();
     let Call {
         number,
@@ -256,7 +301,14 @@ fn submit_call(
         line,
         code,
     } = call;
-    let (dial, caller_for_log) = (number.clone(), caller.clone());
+    let mut log = Box::new(CallLog {
+        dial: number.clone(),
+        header,
+        caller: caller.clone(),
+        evidence,
+        line,
+        ended: Ended::NoPending,
+    });
     let event = Event::Call {
         at,
         caller,
@@ -267,26 +319,17 @@ fn submit_call(
         generation,
         event,
         Box::new(move |result| {
-            let outcome = match &result {
+            let (outcome, ended) = match result {
                 Ok(t) if t.changed => {
                     SipStats::inc(&replied.stats.completed);
-                    tracing::info!(dial_number = %dial, header = header.as_str(),
-                        caller = %caller_for_log, source = evidence.source.as_str(), trust = evidence.trust.as_str(), line = %line,
-                        verification_id = t.row.as_ref().map_or("", |r| r.id.as_str()),
-                        "call completed a verification");
-                    CallOutcome::Completed
+                    let verification_id = t.row.map(|r| r.id).unwrap_or_default();
+                    (CallOutcome::Completed, Ended::Completed { verification_id })
                 }
-                Ok(_) => {
-                    tracing::warn!(dial_number = %dial,
-                        "call found no pending verification for the lease (ended meanwhile)");
-                    CallOutcome::NoPendingVerification
-                }
-                Err(e) => {
-                    tracing::error!(dial_number = %dial, error = %e, "call transition failed");
-                    CallOutcome::NotRecorded
-                }
+                Ok(_) => (CallOutcome::NoPendingVerification, Ended::NoPending),
+                Err(e) => (CallOutcome::NotRecorded, Ended::Failed(e.to_string())),
             };
-            decide(code, outcome);
+            log.ended = ended;
+            decide(Decided { code, outcome, log });
         }),
     );
     if let Err(e) = ctx.store.submit(op) {

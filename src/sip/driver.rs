@@ -11,7 +11,7 @@
 //! Not for: starting it (`start`), protocol decisions (engine) or call
 //! decisions (`calls`).
 
-use super::calls::{on_invite, Verdict};
+use super::calls::{on_invite, Decided, Verdict};
 use super::lines::set_line_up;
 use super::Sip;
 use super::SipStats;
@@ -43,7 +43,7 @@ const UNREGISTER_WAIT: Duration = Duration::from_secs(2);
 
 pub(super) enum Input {
     Datagram(SocketAddr, Vec<u8>),
-    Decision(TxId, u16, CallOutcome),
+    Decision(TxId, Decided),
 }
 
 /// A running SIP driver.
@@ -225,9 +225,11 @@ impl Driver {
     fn handle(&mut self, input: Input) {
         let now = self.clock.now();
         match input {
-            Input::Decision(id, code, outcome) => {
+            Input::Decision(id, decided) => {
+                let warning = Some(decided.outcome.warning());
                 self.endpoint
-                    .respond_with_warning(now, id, code, Some(outcome.warning()));
+                    .respond_with_warning(now, id, decided.code, warning);
+                decided.log();
             }
             Input::Datagram(src, bytes) => {
                 self.queued.fetch_sub(1, Ordering::AcqRel);
@@ -259,8 +261,8 @@ impl Driver {
                 // The moment of the call is when its INVITE arrived.
                 let at = self.ctx.now();
                 let tx = self.tx.clone();
-                let decide = Box::new(move |code: u16, outcome: CallOutcome| {
-                    let _ = tx.send(Input::Decision(id, code, outcome));
+                let decide = Box::new(move |decided: Decided| {
+                    let _ = tx.send(Input::Decision(id, decided));
                 });
                 match on_invite(&self.ctx, src, &message, at, decide) {
                     Verdict::Untrusted(code) => {

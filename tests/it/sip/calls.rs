@@ -375,3 +375,47 @@ fn a_possibly_forged_source_gets_exactly_one_403() {
     assert!(got[0].0.starts_with("SIP/2.0 403"), "{got:?}");
     assert_eq!(s.get(&id)["status"], "pending");
 }
+
+#[test]
+fn a_call_whose_commit_fails_gets_the_lines_code_saying_not_recorded_and_stays_pending() {
+    let mut s = setup(603);
+    let (id, dial) = s.pending();
+    // Every batch now fails before COMMIT, as on a full disk.
+    s.server
+        .set_env("DIALPROOF_FAILPOINTS", "writer.before_commit=error");
+    s.server.kill();
+    s.server.restart();
+    let addr = sip_addr(&s.server);
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let local = sock.local_addr().unwrap();
+    let invite = format!(
+        "INVITE sip:{dial}@{addr} SIP/2.0\r\n\
+         Via: SIP/2.0/UDP {local};branch=z9hG4bKfail1;rport\r\n\
+         From: <sip:89161234567@{local}>;tag=c1\r\nTo: <sip:{dial}@{addr}>\r\n\
+         Call-ID: fail-1\r\nCSeq: 1 INVITE\r\nMax-Forwards: 70\r\nContent-Length: 0\r\n\r\n"
+    );
+    sock.send_to(invite.as_bytes(), addr).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut buf = [0u8; 4096];
+    let final_ = std::iter::from_fn(|| {
+        let (n, _) = sock.recv_from(&mut buf).ok()?;
+        Some(String::from_utf8_lossy(&buf[..n]).into_owned())
+    })
+    .find(|text| !text.starts_with("SIP/2.0 100"))
+    .expect("a final response");
+    assert!(final_.starts_with("SIP/2.0 603"), "{final_}");
+    assert!(
+        final_.contains("Warning: 399 dialproof \"call not recorded\""),
+        "{final_}"
+    );
+    // The driver logs the failure once it has answered.
+    let logged = poll(Duration::from_secs(5), || {
+        (count_logs(&s.server, "call transition failed") == 1).then_some(())
+    });
+    assert!(logged.is_some(), "logs:\n{}", s.server.logs());
+    assert_eq!(count_logs(&s.server, "call completed a verification"), 0);
+    s.server.set_env("DIALPROOF_FAILPOINTS", "");
+    s.server.kill();
+    s.server.restart();
+    assert_eq!(s.get(&id)["status"], "pending");
+}
