@@ -21,6 +21,7 @@
 //! [`super::identity`]) or transaction state (see [`super::server`]).
 
 pub use super::via::{parse_params, split_host_port, Via, BRANCH_COOKIE};
+use std::borrow::Cow;
 use std::fmt;
 
 /// The largest datagram we parse. RFC 3261 s18.1.1 sends anything near the
@@ -128,9 +129,11 @@ pub enum StartLine {
 }
 
 /// One header field with its canonical name and its unfolded, trimmed value.
+/// A name SIP defines is borrowed from the parser's table (no allocation per
+/// header of every datagram); an extension header's name is owned.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Header {
-    pub name: String,
+    pub name: Cow<'static, str>,
     pub value: String,
 }
 
@@ -197,22 +200,20 @@ const KNOWN: &[&str] = &[
     "Retry-After",
 ];
 
-fn canonical_name(raw: &str) -> Option<String> {
+fn canonical_name(raw: &str) -> Option<Cow<'static, str>> {
     if raw.is_empty() || !raw.bytes().all(is_token_byte) {
         return None;
     }
     if raw.len() == 1 {
         let c = raw.as_bytes()[0].to_ascii_lowercase();
         if let Some((_, long)) = COMPACT.iter().find(|(k, _)| *k == c) {
-            return Some((*long).to_owned());
+            return Some(Cow::Borrowed(long));
         }
     }
-    Some(
-        KNOWN
-            .iter()
-            .find(|k| k.eq_ignore_ascii_case(raw))
-            .map_or_else(|| raw.to_owned(), |k| (*k).to_owned()),
-    )
+    Some(match KNOWN.iter().find(|k| k.eq_ignore_ascii_case(raw)) {
+        Some(known) => Cow::Borrowed(*known),
+        None => Cow::Owned(raw.to_owned()),
+    })
 }
 
 /// RFC 3261 s25.1 `token` characters.
@@ -344,7 +345,8 @@ impl Message {
 /// header they continue (s7.3.1), names made canonical, at most
 /// [`HEADERS_COUNT_MAX`].
 fn parse_headers<'a>(lines: impl Iterator<Item = &'a str>) -> Result<Vec<Header>, ParseError> {
-    let mut headers: Vec<Header> = Vec::new();
+    // Room for a typical INVITE's headers, so the list rarely grows.
+    let mut headers: Vec<Header> = Vec::with_capacity(16);
     for line in lines {
         if line.is_empty() {
             continue;
@@ -454,8 +456,21 @@ fn parse_cseq(value: &str) -> Result<(u32, Method), ParseError> {
     Ok((number, method))
 }
 
-/// Turns `Via: a, b` into two Via headers, in order.
+/// Turns `Via: a, b` into two Via headers, in order (and drops an empty
+/// Via).
 fn split_vias(headers: Vec<Header>) -> Result<Vec<Header>, ParseError> {
+    let is_via = |h: &&Header| h.name == "Via";
+    // Most messages have one Via per header line: keep the list as parsed.
+    if !headers
+        .iter()
+        .filter(is_via)
+        .any(|h| h.value.is_empty() || h.value.contains(','))
+    {
+        if headers.iter().filter(is_via).count() > VIA_COUNT_MAX {
+            return Err(ParseError::TooManyHeaders);
+        }
+        return Ok(headers);
+    }
     let mut out = Vec::with_capacity(headers.len());
     let mut vias = 0usize;
     for h in headers {
@@ -466,7 +481,7 @@ fn split_vias(headers: Vec<Header>) -> Result<Vec<Header>, ParseError> {
         for v in split_commas(&h.value) {
             vias += 1;
             out.push(Header {
-                name: "Via".to_owned(),
+                name: Cow::Borrowed("Via"),
                 value: v.to_owned(),
             });
         }
@@ -502,6 +517,60 @@ mod tests {
         let via = m.top_via().unwrap();
         assert_eq!(via.branch(), Some("z9hG4bK1"));
         assert_eq!(via.port, Some(5070));
+    }
+
+    #[test]
+    fn vias_come_out_one_per_header_whether_folded_or_not() {
+        let vias = "Via: SIP/2.0/UDP a:1;branch=z9hG4bKa\r\n\
+            Via: SIP/2.0/UDP b:2;branch=z9hG4bKb, SIP/2.0/UDP c:3;branch=z9hG4bKc\r\n\
+            Via:\r\n";
+        let folded = INVITE.replace(
+            "Via: SIP/2.0/UDP 10.0.0.1:5070;branch=z9hG4bK1;rport\r\n",
+            vias,
+        );
+        let m = Message::parse(folded.as_bytes()).unwrap();
+        let got: Vec<&str> = m.headers_named("Via").collect();
+        let want = [
+            "SIP/2.0/UDP a:1;branch=z9hG4bKa",
+            "SIP/2.0/UDP b:2;branch=z9hG4bKb",
+            "SIP/2.0/UDP c:3;branch=z9hG4bKc",
+        ];
+        assert_eq!(got, want, "split in order, the empty one dropped");
+        // One per line and none empty: the list as parsed, names borrowed.
+        let m = Message::parse(INVITE.as_bytes()).unwrap();
+        assert_eq!(m.headers_named("Via").count(), 1);
+        assert!(m.headers.iter().all(|h| matches!(h.name, Cow::Borrowed(_))));
+    }
+
+    #[test]
+    fn more_vias_than_the_limit_are_refused_on_lines_or_folded() {
+        let via = "Via: SIP/2.0/UDP 10.0.0.1:5070;branch=z9hG4bK1;rport\r\n";
+        let with = |n: usize| INVITE.replace(via, &via.repeat(n));
+        assert!(Message::parse(with(VIA_COUNT_MAX).as_bytes()).is_ok());
+        assert_eq!(
+            Message::parse(with(VIA_COUNT_MAX + 1).as_bytes()),
+            Err(ParseError::TooManyHeaders)
+        );
+        let folded = format!(
+            "Via: {}\r\n",
+            vec!["SIP/2.0/UDP 10.0.0.1:5070;branch=z9hG4bK1"; VIA_COUNT_MAX + 1].join(", ")
+        );
+        assert_eq!(
+            Message::parse(INVITE.replace(via, &folded).as_bytes()),
+            Err(ParseError::TooManyHeaders)
+        );
+    }
+
+    #[test]
+    fn an_extension_header_keeps_its_own_name() {
+        let m = Message::parse(INVITE.replace("Max-Forwards", "X-Carrier-Hint").as_bytes());
+        let h = m.unwrap();
+        let ext = h
+            .headers
+            .iter()
+            .find(|h| h.name == "X-Carrier-Hint")
+            .unwrap();
+        assert!(matches!(ext.name, Cow::Owned(_)));
     }
 
     #[test]
