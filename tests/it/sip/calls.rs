@@ -176,6 +176,22 @@ fn receive(sock: &UdpSocket, expect: usize, wait: Duration) -> Vec<(String, Stri
     out
 }
 
+/// A request as a provider's gateway at `local` would send it for `dial`.
+fn raw_request(
+    method: &str,
+    dial: &str,
+    (addr, local): (std::net::SocketAddr, std::net::SocketAddr),
+    branch: &str,
+    call_id: &str,
+) -> String {
+    format!(
+        "{method} sip:{dial}@{addr} SIP/2.0\r\n\
+         Via: SIP/2.0/UDP {local};branch={branch};rport\r\n\
+         From: <sip:89161234567@{local}>;tag=c1\r\nTo: <sip:{dial}@{addr}>\r\n\
+         Call-ID: {call_id}\r\nCSeq: 1 {method}\r\nMax-Forwards: 70\r\nContent-Length: 0\r\n\r\n"
+    )
+}
+
 #[test]
 fn a_retransmitted_invite_gets_the_same_final_and_the_ack_is_absorbed() {
     let s = setup(603);
@@ -183,14 +199,8 @@ fn a_retransmitted_invite_gets_the_same_final_and_the_ack_is_absorbed() {
     let addr = sip_addr(&s.server);
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
     let local = sock.local_addr().unwrap();
-    let request = |method: &str| {
-        format!(
-            "{method} sip:{dial}@{addr} SIP/2.0\r\n\
-             Via: SIP/2.0/UDP {local};branch=z9hG4bKretx1;rport\r\n\
-             From: <sip:89161234567@{local}>;tag=c1\r\nTo: <sip:{dial}@{addr}>\r\n\
-             Call-ID: retx-1\r\nCSeq: 1 {method}\r\nMax-Forwards: 70\r\nContent-Length: 0\r\n\r\n"
-        )
-    };
+    let request =
+        |method: &str| raw_request(method, &dial, (addr, local), "z9hG4bKretx1", "retx-1");
     let mut first = exchange(&sock, addr, &request("INVITE"), 1, Duration::from_secs(5));
     // Design choice (the engine's TRYING_DELAY, 100 ms): a final that
     // follows its commit within the delay goes without a `100 Trying`. On a
@@ -362,12 +372,7 @@ fn a_possibly_forged_source_gets_exactly_one_403() {
     let addr = sip_addr(&s.server);
     let sock = UdpSocket::bind("127.0.0.2:0").unwrap();
     let local = sock.local_addr().unwrap();
-    let invite = format!(
-        "INVITE sip:{dial}@{addr} SIP/2.0\r\n\
-         Via: SIP/2.0/UDP {local};branch=z9hG4bKforged1;rport\r\n\
-         From: <sip:89161234567@{local}>;tag=x\r\nTo: <sip:{dial}@{addr}>\r\n\
-         Call-ID: forged-1\r\nCSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n"
-    );
+    let invite = raw_request("INVITE", &dial, (addr, local), "z9hG4bKforged1", "forged-1");
     // No 100 and no Timer G: one datagram back for one (Timer G would
     // have repeated the 403 at 0.5 s).
     let got = exchange(&sock, addr, &invite, 0, Duration::from_millis(1200));
@@ -388,12 +393,7 @@ fn a_call_whose_commit_fails_gets_the_lines_code_saying_not_recorded_and_stays_p
     let addr = sip_addr(&s.server);
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
     let local = sock.local_addr().unwrap();
-    let invite = format!(
-        "INVITE sip:{dial}@{addr} SIP/2.0\r\n\
-         Via: SIP/2.0/UDP {local};branch=z9hG4bKfail1;rport\r\n\
-         From: <sip:89161234567@{local}>;tag=c1\r\nTo: <sip:{dial}@{addr}>\r\n\
-         Call-ID: fail-1\r\nCSeq: 1 INVITE\r\nMax-Forwards: 70\r\nContent-Length: 0\r\n\r\n"
-    );
+    let invite = raw_request("INVITE", &dial, (addr, local), "z9hG4bKfail1", "fail-1");
     sock.send_to(invite.as_bytes(), addr).unwrap();
     sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let mut buf = [0u8; 4096];
