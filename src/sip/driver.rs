@@ -262,7 +262,13 @@ impl Driver {
                 let at = self.ctx.now();
                 let tx = self.tx.clone();
                 let decide = Box::new(move |decided: Decided| {
-                    let _ = tx.send(Input::Decision(id, decided));
+                    // A driver that has stopped sends no final any more,
+                    // but the call's log line is still written, here.
+                    if let Err(std::sync::mpsc::SendError(Input::Decision(_, d))) =
+                        tx.send(Input::Decision(id, decided))
+                    {
+                        d.log();
+                    }
                 });
                 match on_invite(&self.ctx, src, &message, at, decide) {
                     Verdict::Untrusted(code) => {

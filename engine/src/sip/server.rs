@@ -8,7 +8,7 @@
 //! [`Event::Invite`]; the application decides and either answers at once
 //! or calls [`Endpoint::trying`] and [`Endpoint::respond`] later, after a
 //! database commit. `trying` does not send `100 Trying` at once: it arms a
-//! timer, and the 100 goes out only if the final has not within
+//! timer, and the 100 goes out only if the final has not gone out within
 //! [`TRYING_DELAY`]. RFC 3261 s17.2.1 asks for the 100 only when the final
 //! takes longer than 200 ms, and a call's commit takes milliseconds, so a
 //! call normally costs one datagram back (the final) instead of two, on
