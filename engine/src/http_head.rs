@@ -149,10 +149,8 @@ pub fn parse_head(raw: &[u8], limits: &HeadLimits) -> Result<Head, Reject> {
     };
     let mut headers = Vec::with_capacity(parsed.headers.len());
     for h in parsed.headers.iter() {
-        let start = text.len();
-        text.push_str(h.name);
-        text[start..].make_ascii_lowercase();
-        let name = (start as u32, text.len() as u32);
+        let name = push(&mut text, h.name);
+        text[name.0 as usize..].make_ascii_lowercase();
         let value = push(&mut text, String::from_utf8_lossy(h.value).trim());
         headers.push((name, value));
     }

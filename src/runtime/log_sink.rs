@@ -11,10 +11,11 @@
 //! them in one go.
 //!
 //! What is kept: lines leave in the order they were logged (one buffer;
-//! whoever writes holds the output while it takes the buffer and writes). The buffer is bounded ([`BUFFER_MAX`]): a line that would
-//! overflow it is written, after what is buffered, by the thread that
-//! logged it, so a standard error that does not drain (a stalled journal)
-//! holds up the loggers as it did before, instead of growing memory. What
+//! whoever writes holds the output while it takes the buffer and writes).
+//! The buffer is bounded ([`BUFFER_MAX`]): a line that would overflow it
+//! is written, after what is buffered, by the thread that logged it, so a
+//! standard error that does not drain (a stalled journal) holds up the
+//! loggers as it did before, instead of growing memory. What
 //! can be lost: the last [`FLUSH_DELAY`] of lines when the process is
 //! killed outright (SIGKILL, an abort). A panic writes what is buffered
 //! before its own message (`install_panic_flush`), and the binary flushes

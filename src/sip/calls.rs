@@ -53,26 +53,27 @@ pub enum Verdict {
     Pending,
 }
 
-/// What a call's commit decided: the final response and the call's
-/// outcome, with what to log about it. The transition's reply builds it on
-/// the storage writer's thread; the SIP driver answers and logs it, so the
-/// writer (which every write of the service queues for) formats no log line.
+/// What a call's commit decided: the final response code, how the call
+/// ended, and the call's facts for its log line. The transition's reply
+/// builds it on the storage writer's thread; the SIP driver answers and
+/// logs it, so the writer (which every write of the service queues for)
+/// formats no log line.
 pub struct Decided {
     pub code: u16,
-    pub outcome: CallOutcome,
-    log: Box<CallLog>,
+    ended: Ended,
+    call: Box<CallFacts>,
 }
 
-/// The fields of a decided call's log line.
-struct CallLog {
+/// What a decided call's log line says about the call itself.
+struct CallFacts {
     dial: String,
     header: Header,
     caller: String,
     evidence: CallerEvidence,
     line: String,
-    ended: Ended,
 }
 
+/// How the call's transition ended.
 enum Ended {
     Completed { verification_id: String },
     NoPending,
@@ -80,21 +81,30 @@ enum Ended {
 }
 
 impl Decided {
+    /// The outcome the final response names in its `Warning`.
+    pub fn outcome(&self) -> CallOutcome {
+        match self.ended {
+            Ended::Completed { .. } => CallOutcome::Completed,
+            Ended::NoPending => CallOutcome::NoPendingVerification,
+            Ended::Failed(_) => CallOutcome::NotRecorded,
+        }
+    }
+
     /// Logs the call's end: info when it completed a verification, a
     /// warning when the lease had ended meanwhile, an error when the
     /// transition failed.
     pub fn log(&self) {
-        let l = &self.log;
-        match &l.ended {
+        let c = &self.call;
+        match &self.ended {
             Ended::Completed { verification_id } => {
-                tracing::info!(dial_number = %l.dial, header = l.header.as_str(),
-                    caller = %l.caller, source = l.evidence.source.as_str(), trust = l.evidence.trust.as_str(), line = %l.line,
+                tracing::info!(dial_number = %c.dial, header = c.header.as_str(),
+                    caller = %c.caller, source = c.evidence.source.as_str(), trust = c.evidence.trust.as_str(), line = %c.line,
                     verification_id = verification_id.as_str(),
                     "call completed a verification");
             }
-            Ended::NoPending => tracing::warn!(dial_number = %l.dial,
+            Ended::NoPending => tracing::warn!(dial_number = %c.dial,
                 "call found no pending verification for the lease (ended meanwhile)"),
-            Ended::Failed(error) => tracing::error!(dial_number = %l.dial, error = %error,
+            Ended::Failed(error) => tracing::error!(dial_number = %c.dial, error = %error,
                 "call transition failed"),
         }
     }
@@ -288,8 +298,8 @@ struct Call {
     code: u16,
 }
 
-/// Submits the call's transition; its reply counts the outcome and calls
-/// `decide` with the final response code, the outcome and its log line.
+/// Submits the call's transition; its reply counts a completion and calls
+/// `decide` with the call's [`Decided`].
 fn submit_call(ctx: &Arc<Sip>, call: Call, at: UnixMillis, decide: Decide) -> Verdict {
     let replied = ctx.clone();
     let Call {
@@ -301,13 +311,12 @@ fn submit_call(ctx: &Arc<Sip>, call: Call, at: UnixMillis, decide: Decide) -> Ve
         line,
         code,
     } = call;
-    let mut log = Box::new(CallLog {
+    let facts = Box::new(CallFacts {
         dial: number.clone(),
         header,
         caller: caller.clone(),
         evidence,
         line,
-        ended: Ended::NoPending,
     });
     let event = Event::Call {
         at,
@@ -319,17 +328,20 @@ fn submit_call(ctx: &Arc<Sip>, call: Call, at: UnixMillis, decide: Decide) -> Ve
         generation,
         event,
         Box::new(move |result| {
-            let (outcome, ended) = match result {
+            let ended = match result {
                 Ok(t) if t.changed => {
                     SipStats::inc(&replied.stats.completed);
                     let verification_id = t.row.map(|r| r.id).unwrap_or_default();
-                    (CallOutcome::Completed, Ended::Completed { verification_id })
+                    Ended::Completed { verification_id }
                 }
-                Ok(_) => (CallOutcome::NoPendingVerification, Ended::NoPending),
-                Err(e) => (CallOutcome::NotRecorded, Ended::Failed(e.to_string())),
+                Ok(_) => Ended::NoPending,
+                Err(e) => Ended::Failed(e.to_string()),
             };
-            log.ended = ended;
-            decide(Decided { code, outcome, log });
+            decide(Decided {
+                code,
+                ended,
+                call: facts,
+            });
         }),
     );
     if let Err(e) = ctx.store.submit(op) {

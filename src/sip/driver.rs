@@ -226,7 +226,7 @@ impl Driver {
         let now = self.clock.now();
         match input {
             Input::Decision(id, decided) => {
-                let warning = Some(decided.outcome.warning());
+                let warning = Some(decided.outcome().warning());
                 self.endpoint
                     .respond_with_warning(now, id, decided.code, warning);
                 decided.log();

@@ -459,20 +459,17 @@ fn parse_cseq(value: &str) -> Result<(u32, Method), ParseError> {
 /// Turns `Via: a, b` into two Via headers, in order (and drops an empty
 /// Via).
 fn split_vias(headers: Vec<Header>) -> Result<Vec<Header>, ParseError> {
-    let is_via = |h: &&Header| h.name == "Via";
+    let (mut vias, mut folded) = (0usize, false);
+    for h in headers.iter().filter(|h| h.name == "Via") {
+        vias += 1;
+        folded |= h.value.is_empty() || h.value.contains(',');
+    }
     // Most messages have one Via per header line: keep the list as parsed.
-    if !headers
-        .iter()
-        .filter(is_via)
-        .any(|h| h.value.is_empty() || h.value.contains(','))
-    {
-        if headers.iter().filter(is_via).count() > VIA_COUNT_MAX {
-            return Err(ParseError::TooManyHeaders);
-        }
+    if !folded && vias <= VIA_COUNT_MAX {
         return Ok(headers);
     }
     let mut out = Vec::with_capacity(headers.len());
-    let mut vias = 0usize;
+    vias = 0;
     for h in headers {
         if h.name != "Via" {
             out.push(h);
