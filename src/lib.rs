@@ -80,8 +80,8 @@
 //! (`storage/src/committed.rs`) to the one commit consumer,
 //! `runtime/commits.rs`, which schedules the expiry (`shared/expiries.rs`
 //! over `engine/src/expiry.rs`; the thread that submits due expiries is
-//! `runtime/expiry.rs`), keeps the newest rows rendered for reads
-//! (`shared/recent.rs`) and records a key's answer for its retries.
+//! `runtime/expiry.rs`), holds the pending row, packed, for reads
+//! (`shared/held_rows.rs`) and records a key's answer for its retries.
 //!
 //! # An INVITE, file by file
 //!

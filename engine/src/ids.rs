@@ -77,6 +77,37 @@ impl VerificationKey {
         Some(VerificationKey { high, low })
     }
 
+    /// The moment the id was issued at: its ULID's milliseconds (a
+    /// verification's `created_at` is the same moment).
+    pub fn issued_at(self) -> UnixMillis {
+        let ulid = ulid::Ulid::from((self.high, self.low));
+        // 48 bits of milliseconds always fit an i64.
+        UnixMillis(ulid.timestamp_ms() as i64)
+    }
+
+    /// The ULID's high half: its 48 bits of milliseconds, then 16 random
+    /// bits. Keys issued at a steady rate spread evenly over it, so a
+    /// search among sorted keys can guess where one is.
+    pub fn high_bits(self) -> u64 {
+        self.high
+    }
+
+    /// 64 of the ULID's random bits: spreads keys over shards evenly.
+    pub fn random_bits(self) -> u64 {
+        self.low
+    }
+
+    /// The id's text, written into `buf` without allocating.
+    pub fn write_id(self, buf: &mut [u8; VERIFICATION_ID_LEN]) -> &str {
+        let ulid = ulid::Ulid::from((self.high, self.low));
+        let (prefix, rest) = buf.split_at_mut(VERIFICATION_ID_PREFIX.len());
+        prefix.copy_from_slice(VERIFICATION_ID_PREFIX.as_bytes());
+        let mut text = [0u8; ulid::ULID_LEN];
+        rest.copy_from_slice(ulid.array_to_str(&mut text).as_bytes());
+        // Both parts are ASCII.
+        std::str::from_utf8(buf).unwrap_or_default()
+    }
+
     /// The id's text form, `ver_` + 26 characters.
     pub fn id(self) -> VerificationId {
         let ulid = ulid::Ulid::from((self.high, self.low));
@@ -102,6 +133,15 @@ mod tests {
         assert!(a.as_str().starts_with("ver_"));
         assert_eq!(VerificationId::parse(a.as_str()), Some(a.clone()));
         assert!(a < b);
+    }
+
+    #[test]
+    fn a_key_writes_its_id_and_knows_when_it_was_issued() {
+        let at = UnixMillis(1_700_000_000_123);
+        let key = VerificationKey::new(at, 0x1234_5678_9abc_def0_1234);
+        let mut buf = [0u8; VERIFICATION_ID_LEN];
+        assert_eq!(key.write_id(&mut buf), key.id().as_str());
+        assert_eq!(key.issued_at(), at);
     }
 
     #[test]

@@ -20,11 +20,11 @@ pub(crate) mod webhook_guard;
 
 use crate::http::{Request, Response};
 use crate::shared::clock::Clock;
+use crate::shared::held_rows::HeldRows;
 use crate::shared::key_cache::KeyCache;
 use crate::shared::leases::Leases;
 use crate::shared::metrics::Metrics;
 use crate::shared::rate_limiters::RateLimiters;
-use crate::shared::recent::RecentRows;
 use crate::shared::resolve::Resolver;
 use dialproof_engine::ratelimit::{throttled_detail, Decision};
 use dialproof_engine::time::UnixMillis;
@@ -47,7 +47,7 @@ pub struct Api {
     pub metrics: Arc<Metrics>,
     /// Recently created verifications' rendered rows (`read` looks here
     /// first; `cancel` updates it before answering).
-    pub recent: Arc<RecentRows>,
+    pub held: Arc<HeldRows>,
     /// How far the commit consumer has got (a cancel waits for its own
     /// change's consequences before it answers).
     pub commits: Arc<dialproof_storage::CommitProgress>,

@@ -9,7 +9,7 @@ use crate::http::Response;
 use crate::openapi::{Moment, Verification};
 use crate::shared::metrics::Metrics;
 use crate::shared::wait::{wait_until_applied, Committing, Outcome};
-use dialproof_engine::ids::VerificationId;
+use dialproof_engine::ids::{VerificationId, VerificationKey};
 use dialproof_engine::time::UnixMillis;
 use dialproof_engine::verification::{Event, Status};
 use dialproof_storage::{KeyRow, Owner, VerificationView, WriteOp};
@@ -91,10 +91,12 @@ pub fn read(ctx: &Api, key: &KeyRow, id: &str) -> Response {
     // first: the commit consumer trails the writer by microseconds, so
     // this rarely waits; if it ever waits too long, SQLite answers.
     let held = wait_until_applied(&ctx.commits, HELD_ROWS_WAIT)
-        .then(|| ctx.recent.get(id.as_str(), owner))
-        .flatten();
+        .then(|| VerificationKey::parse(id.as_str()))
+        .flatten()
+        .and_then(|key| ctx.held.render(key, owner, render));
     if let Some(body) = held {
-        return Response::json(200, body.as_bytes().to_vec());
+        Metrics::inc(&ctx.metrics.reads_held);
+        return Response::json(200, body);
     }
     // A primary-key lookup, on this worker's own connection: cheaper than
     // the hand-off to a reader thread and back. The body is rendered from
@@ -103,7 +105,10 @@ pub fn read(ctx: &Api, key: &KeyRow, id: &str) -> Response {
         .store
         .read_here(|r| r.owned_verification_view(id.as_str(), owner, render))
     {
-        Ok(Some(body)) => Response::json(200, body),
+        Ok(Some(body)) => {
+            Metrics::inc(&ctx.metrics.reads_stored);
+            Response::json(200, body)
+        }
         Ok(None) => Response::detail(404, texts::NOT_FOUND),
         Err(e) => {
             tracing::error!(error = %e, "read failed");
@@ -129,11 +134,9 @@ pub fn cancel(ctx: &Api, key: &KeyRow, id: &str, now: UnixMillis) -> Response {
                 let body = render(row.view());
                 // Before the answer: the canceller's next GET must not find
                 // the row as it was before the cancel, and the spec releases
-                // the number "at once" (the commit consumer does it; wait
-                // for it, so the next create can be issued that number).
-                if row.status != Status::Pending {
-                    ctx.recent.ended(&row.id, row.owner(), body.clone());
-                }
+                // the number "at once". The commit consumer does both (it
+                // takes the row out of the held ones and frees the number);
+                // wait for it, so the next create can be issued that number.
                 if !wait_until_applied(&ctx.commits, STORAGE_WAIT) {
                     tracing::warn!(verification_id = %row.id,
                         "cancel answered before its number's release was applied");

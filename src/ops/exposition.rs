@@ -165,6 +165,7 @@ fn api(out: &mut String, ctx: &Ops) {
     sample(out, name, "outcome=\"no_number\"", no_number);
     request_counters(out, m);
     idempotency(out, ctx);
+    reads(out, ctx);
     let name = "dialproof_verifications_ended_total";
     header(
         out,
@@ -193,6 +194,29 @@ fn api(out: &mut String, ctx: &Ops) {
 
 /// The counters of answers that are no route's own (429, 401, 500, reaped
 /// connections).
+/// GETs of one verification by where they were answered from, and how
+/// many pending verifications memory holds for them.
+fn reads(out: &mut String, ctx: &Ops) {
+    let m = &ctx.metrics;
+    let name = "dialproof_verification_reads_total";
+    header(
+        out,
+        name,
+        "counter",
+        "GETs of one verification found, by where the answer came from: memory (pending, held) or sqlite.",
+    );
+    sample(out, name, "from=\"memory\"", get(&m.reads_held));
+    sample(out, name, "from=\"sqlite\"", get(&m.reads_stored));
+    let name = "dialproof_verifications_held";
+    header(
+        out,
+        name,
+        "gauge",
+        "Pending verifications held in memory for GETs (bounded; the oldest are left to SQLite).",
+    );
+    sample(out, name, "", ctx.held.count() as u64);
+}
+
 /// Idempotency keys of creates: the two 409s, the purge, and what memory
 /// holds of stored answers.
 fn idempotency(out: &mut String, ctx: &Ops) {

@@ -45,6 +45,8 @@ pub struct Ops {
     pub stop: Arc<AtomicBool>,
     /// Creates' idempotency keys (what memory holds, for the metrics).
     pub idempotency: Arc<crate::shared::idempotency::IdempotencyKeys>,
+    /// Pending verifications held for GETs (how many, for the metrics).
+    pub held: Arc<crate::shared::held_rows::HeldRows>,
     /// Quarantined numbers and stray calls, for the metrics.
     pub health: Arc<crate::shared::number_health::NumberHealth>,
     /// Set once this node may no longer act as the primary.

@@ -17,6 +17,7 @@ use crate::shared::clock::Clock;
 use crate::shared::config::LiveConfig;
 use crate::shared::expiries::Expiries;
 use crate::shared::health::Readiness;
+use crate::shared::held_rows::HeldRows;
 use crate::shared::idempotency::IdempotencyKeys;
 use crate::shared::key_cache::KeyCache;
 use crate::shared::key_uses::KeyUses;
@@ -24,7 +25,6 @@ use crate::shared::leases::Leases;
 use crate::shared::metrics::Metrics;
 use crate::shared::offload::Offload;
 use crate::shared::rate_limiters::RateLimiters;
-use crate::shared::recent::RecentRows;
 use crate::shared::resolve::Resolver;
 use crate::sip::state::LineStates;
 use crate::sip::SipStats;
@@ -61,7 +61,7 @@ pub struct App {
     pub sip_stats: Arc<SipStats>,
     pub readiness: Arc<Readiness>,
     /// Recently created verifications' rendered rows (GET by id).
-    pub recent: Arc<RecentRows>,
+    pub held: Arc<HeldRows>,
     /// How far the commit consumer has got.
     pub commits: Arc<CommitProgress>,
     /// Creates' idempotency keys (recorded by the commit consumer, expired
@@ -102,7 +102,7 @@ impl App {
             resolver: self.resolver.clone(),
             clock: self.clock.clone(),
             metrics: self.metrics.clone(),
-            recent: self.recent.clone(),
+            held: self.held.clone(),
             commits: self.commits.clone(),
             idempotency: self.idempotency.clone(),
             fence: self.fence.clone(),
@@ -163,6 +163,7 @@ impl App {
             clock: self.clock.clone(),
             stop: self.stop.clone(),
             idempotency: self.idempotency.clone(),
+            held: self.held.clone(),
             health: self.health.clone(),
             fence: self.fence.clone(),
         }

@@ -3,11 +3,11 @@
 //! The storage writer reports every committed change as an event
 //! (`dialproof_storage::Committed`) on one unbounded queue; this thread
 //! takes them in commit order and turns each into its consequences, once:
-//! - a created verification: its expiry is scheduled, its rendered row
-//!   held for GETs (`crate::shared::recent`), and the answer of the
+//! - a created verification: its expiry is scheduled, its row held for
+//!   GETs while pending (`crate::shared::held_rows`), and the answer of the
 //!   idempotency key it was created with recorded for retries;
 //! - a status change: the lease it ended goes back to the lease table, the
-//!   held row is replaced, the webhook driver is woken for the outbox row
+//!   held row is taken out (SQLite answers for it now), the webhook driver is woken for the outbox row
 //!   written with it, the
 //!   transition is counted and logged ("verification ended").
 //!
@@ -20,7 +20,6 @@
 //! Not for: deciding anything (the engine's state machine decided in the
 //! writer), or answering requests (replies do).
 
-use crate::api::render;
 use crate::runtime::app::App;
 use dialproof_engine::idempotency::{Answer, IdempotencyKey, Space};
 use dialproof_engine::ids::VerificationKey;
@@ -54,7 +53,7 @@ fn apply(app: &App, event: Committed) {
                     app.health
                         .on_lease(&row.dial_number, row.pool, row.created_at);
                 }
-                app.recent.created(&row.id, row.owner(), render(row.view()));
+                app.held.created(&row);
                 if let Some(stored) = stored_key {
                     record_key(app, *stored);
                 }
@@ -104,8 +103,7 @@ fn health_ending(t: &Transitioned) -> Ending {
 fn transitioned(app: &App, t: Transitioned) {
     // First: the webhook this change wakes must not reach a client before
     // a GET shows the change.
-    app.recent
-        .ended(&t.row.id, t.row.owner(), render(t.row.view()));
+    app.held.ended(&t.row.id);
     if let Some(lease) = &t.released {
         // A test number is no line's: its health means nothing.
         if t.row.livemode {

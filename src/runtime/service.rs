@@ -288,7 +288,7 @@ fn build_app(
         sip_stats: Default::default(),
         readiness: Default::default(),
         fence: Default::default(),
-        recent: Default::default(),
+        held: Default::default(),
         commits,
         idempotency: IdempotencyKeys::new(config.api.idempotency_key_hours()),
         health: Arc::new(health),

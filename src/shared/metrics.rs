@@ -139,6 +139,10 @@ pub struct Metrics {
     pub idempotency_in_flight: AtomicU64,
     /// Stored keys purged after their retention.
     pub idempotency_keys_purged: AtomicU64,
+    /// GETs of one verification answered from the held rows
+    /// (`crate::shared::held_rows`) and from SQLite.
+    pub reads_held: AtomicU64,
+    pub reads_stored: AtomicU64,
     pub auth_failures: AtomicU64,
     pub throttled: AtomicU64,
     pub completed: AtomicU64,

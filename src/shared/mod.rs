@@ -1,8 +1,8 @@
 //! The handles the runtime builds at start-up and hands to the parts that
 //! use them: the clock, the configuration, the lease table, the expiry
 //! schedule, the metrics, the resolver, the key cache, the request windows,
-//! the operator connection, the thread pool for blocking work, the recently
-//! created verifications' rows and the creates' idempotency keys. Each part
+//! the operator connection, the thread pool for blocking work, the pending
+//! verifications held for GETs and the creates' idempotency keys. Each part
 //! (`crate::api`, `crate::dashboard`, `crate::sip`, `crate::webhooks`,
 //! `crate::ops`) receives only the ones it names in its own context type.
 //!
@@ -16,6 +16,7 @@ pub mod config;
 pub mod expiries;
 pub mod fence;
 pub mod health;
+pub mod held_rows;
 pub mod idempotency;
 pub mod key_cache;
 pub mod key_uses;
@@ -24,7 +25,6 @@ pub mod metrics;
 pub mod number_health;
 pub mod offload;
 pub mod rate_limiters;
-pub mod recent;
 pub mod reply_slot;
 pub mod resolve;
 pub mod thread_pool;

@@ -90,7 +90,16 @@ fn metrics_parse_and_count_what_happened() {
     let v = server.create_ok(&token, &body(RU_PHONE));
     let id = v["verification_id"].as_str().unwrap();
     assert_eq!(server.get(&token, id).status, 200);
+    let held = parse_independently(&get(ops, "/metrics").1);
+    assert_eq!(
+        value(&held, "dialproof_verification_reads_total{from=memory}"),
+        1.0,
+        "design choice: a pending verification's GET is answered from the held rows"
+    );
+    assert_eq!(value(&held, "dialproof_verifications_held"), 1.0);
     assert_eq!(server.cancel(&token, id).status, 200);
+    // Ended, it is no longer held: SQLite answers.
+    assert_eq!(server.get(&token, id).status, 200);
     let bad = server.create(&token, &serde_json::json!({"phone": "x"}));
     assert_eq!(bad.status, 400);
 
@@ -117,8 +126,13 @@ fn metrics_parse_and_count_what_happened() {
             &samples,
             "dialproof_request_duration_seconds_count{route=read}"
         ),
+        2.0
+    );
+    assert_eq!(
+        value(&samples, "dialproof_verification_reads_total{from=sqlite}"),
         1.0
     );
+    assert_eq!(value(&samples, "dialproof_verifications_held"), 0.0);
     assert!(samples
         .iter()
         .any(|l| l.starts_with("histogram dialproof_request_duration_seconds_bucket")));

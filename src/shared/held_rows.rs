@@ -1,0 +1,646 @@
+//! Pending verifications held in memory, packed, so that a GET of one a
+//! client is still polling is answered without SQLite: the card's shape,
+//! live state in memory and SQLite behind it.
+//!
+//! Why packed: clients poll the many verifications they created in the
+//! last minutes, not the newest few. Held as rendered JSON bodies (about
+//! 700 B each with their map entries) the same memory covered the 16,384
+//! newest; packed, a pending verification is a 48-byte record (its id's
+//! 128 bits, the phone and the number dialled as integers, TTL, company)
+//! plus its `client_ref` and `info` bytes, so [`HELD_BYTES_MAX`] covers
+//! about 190,000 of them with short `client_ref`s (`tools/read-ab.sh`
+//! reads over 150,000). What a
+//! record leaves out is implied by "pending and live": no completion, no
+//! caller, `created_at` is the id's own moment and `expires_at` follows
+//! from the TTL. A row that does not fit that shape exactly (a phone that
+//! is not `+` and digits, a moment that differs from its id's) is simply
+//! not held, and SQLite answers for it.
+//!
+//! Who writes: the commit consumer, in commit order: a create adds its
+//! row, any change of status takes it out (a terminal row is read from
+//! SQLite; clients read it once or twice). A GET first waits until the
+//! consumer has applied every commit made before it arrived, so what it
+//! finds here is never older than what SQLite holds.
+//!
+//! Test-mode rows are not held (the purge deletes them after their
+//! retention; a held copy would outlive its row).
+//!
+//! Bounded: each shard keeps its records sorted by id (ids are issued in
+//! time order, so a new one lands at or near the end) and, past its share
+//! of [`HELD_BYTES_MAX`], drops its oldest. Records taken out are marked
+//! and swept once they are a quarter of the shard; text bytes left behind
+//! are swept once they are half of its text.
+//!
+//! Not for: lists or anything but a GET by id (the dashboard reads
+//! SQLite), nor deciding anything.
+
+use dialproof_engine::ids::{VerificationKey, VERIFICATION_ID_LEN};
+use dialproof_engine::verification::Status;
+use dialproof_storage::{Owner, VerificationRow, VerificationView};
+use parking_lot::RwLock;
+use std::collections::VecDeque;
+
+/// Most bytes of records and text held, over all shards (about what the
+/// 16,384 rendered bodies held before took).
+pub const HELD_BYTES_MAX: usize = 12 * 1024 * 1024;
+/// Shards, so that the consumer's writes and the workers' reads rarely
+/// meet on one lock (each holds it for a search and a render at most).
+const SHARDS: usize = 16;
+const _: () = assert!(SHARDS == 1 << 4, "the shard index is a hash's top 4 bits");
+/// Interpolation steps a search takes before it bisects.
+const INTERPOLATIONS_MAX: usize = 6;
+/// A record with neither `client_ref` nor `info`.
+const NO_TEXT: u32 = u32::MAX;
+/// Text sweeps are not worth it below this many bytes of text.
+const TEXT_SWEEP_MIN: usize = 4 * 1024;
+
+/// One pending, live verification.
+#[derive(Clone, Copy, Debug)]
+struct Record {
+    key: VerificationKey,
+    phone: u64,
+    dial_number: u64,
+    ttl_seconds: u32,
+    company: u32,
+    /// Where its texts start in the shard's text ([`NO_TEXT`]: none): two
+    /// little-endian `u16` lengths, then `client_ref`, then `info`.
+    text: u32,
+    /// Taken out (its status changed); swept later.
+    gone: bool,
+}
+
+#[derive(Default)]
+struct Shard {
+    /// Sorted by key.
+    records: VecDeque<Record>,
+    text: Vec<u8>,
+    /// Records marked gone and not swept yet.
+    gone: usize,
+    /// Bytes of `text` no held record points to.
+    text_dead: usize,
+}
+
+/// The held rows; see the module doc.
+pub struct HeldRows {
+    shards: [RwLock<Shard>; SHARDS],
+    shard_bytes_max: usize,
+}
+
+impl Default for HeldRows {
+    fn default() -> Self {
+        HeldRows::with_bytes(HELD_BYTES_MAX)
+    }
+}
+
+impl HeldRows {
+    /// Rows within `bytes_max` in all (tests use a small bound).
+    pub fn with_bytes(bytes_max: usize) -> Self {
+        HeldRows {
+            shards: std::array::from_fn(|_| RwLock::default()),
+            shard_bytes_max: bytes_max / SHARDS,
+        }
+    }
+
+    fn shard(&self, key: VerificationKey) -> &RwLock<Shard> {
+        // Mixed, so that keys whose random bits share a pattern still
+        // spread; the shift keeps the index below SHARDS (16 = 2^4).
+        let mixed = key.random_bits().wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        &self.shards[(mixed >> 60) as usize]
+    }
+
+    /// A committed create: held if it is pending, live and of the packed
+    /// shape; otherwise left to SQLite.
+    pub fn created(&self, row: &VerificationRow) {
+        let Some(record) = pack(row) else {
+            return;
+        };
+        let needs = std::mem::size_of::<Record>() + text_bytes(&row.client_ref, &row.info);
+        let mut shard = self.shard(record.key).write();
+        // Room first, so the records never outgrow the capacity reserved.
+        shard.shrink_to(self.shard_bytes_max.saturating_sub(needs));
+        shard.insert(record, &row.client_ref, &row.info, self.shard_bytes_max);
+    }
+
+    /// A committed change of status of verification `id`: no longer held.
+    pub fn ended(&self, id: &str) {
+        if let Some(key) = VerificationKey::parse(id) {
+            self.shard(key).write().take_out(key);
+        }
+    }
+
+    /// Renders verification `key` with `render` if it is held for `owner`.
+    pub fn render<T>(
+        &self,
+        key: VerificationKey,
+        owner: Owner,
+        render: impl FnOnce(VerificationView<'_>) -> T,
+    ) -> Option<T> {
+        if !owner.livemode {
+            return None;
+        }
+        let shard = self.shard(key).read();
+        let record = shard.find(key)?;
+        if i64::from(record.company) != owner.company_id {
+            return None;
+        }
+        let (client_ref, info) = shard.texts(record);
+        let mut id = [0u8; VERIFICATION_ID_LEN];
+        let mut phone = NumberText::default();
+        let mut dial_number = NumberText::default();
+        let created_at = key.issued_at();
+        Some(render(VerificationView {
+            id: key.write_id(&mut id),
+            phone: phone.write(record.phone),
+            dial_number: dial_number.write(record.dial_number),
+            client_ref,
+            info,
+            status: Status::Pending,
+            ttl_seconds: record.ttl_seconds,
+            created_at,
+            expires_at: created_at.plus_seconds(record.ttl_seconds),
+            completed_at: None,
+            caller_id: "",
+            caller_evidence: None,
+            livemode: true,
+        }))
+    }
+
+    /// Verifications held (taken-out records not counted).
+    pub fn count(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| {
+                let s = s.read();
+                s.records.len() - s.gone
+            })
+            .sum()
+    }
+}
+
+/// `row` as a record, when it is pending, live and every field it shows
+/// can be rebuilt exactly from the record.
+fn pack(row: &VerificationRow) -> Option<Record> {
+    let key = VerificationKey::parse(&row.id)?;
+    let plain = row.livemode
+        && row.status == Status::Pending
+        && row.completed_at.is_none()
+        && row.caller_id.is_empty()
+        && row.caller_evidence.is_none()
+        && key.issued_at() == row.created_at
+        && row.created_at.plus_seconds(row.ttl_seconds) == row.expires_at
+        && row.client_ref.len() <= usize::from(u16::MAX)
+        && row.info.len() <= usize::from(u16::MAX);
+    if !plain {
+        return None;
+    }
+    Some(Record {
+        key,
+        phone: pack_number(&row.phone)?,
+        dial_number: pack_number(&row.dial_number)?,
+        ttl_seconds: row.ttl_seconds,
+        company: u32::try_from(row.company_id).ok()?,
+        text: NO_TEXT,
+        gone: false,
+    })
+}
+
+/// Bytes a record's texts take in its shard's text.
+fn text_bytes(client_ref: &str, info: &str) -> usize {
+    match (client_ref.len(), info.len()) {
+        (0, 0) => 0,
+        (r, i) => 4 + r + i,
+    }
+}
+
+/// The two lengths at the start of a record's texts at `at`.
+fn text_lens(text: &[u8], at: usize) -> (usize, usize) {
+    let len = |i: usize| usize::from(u16::from_le_bytes([text[i], text[i + 1]]));
+    (len(at), len(at + 2))
+}
+
+/// An E.164 number (`+` and 1 to 15 digits, the first not 0) as its
+/// digits' value; `None` for anything that would not print back the same.
+fn pack_number(number: &str) -> Option<u64> {
+    let digits = number.strip_prefix('+')?;
+    let plain = (1..=15).contains(&digits.len())
+        && !digits.starts_with('0')
+        && digits.bytes().all(|b| b.is_ascii_digit());
+    // Fifteen digits fit a u64 with room to spare.
+    plain.then(|| digits.parse().ok()).flatten()
+}
+
+/// A packed number printed back, on the stack.
+#[derive(Default)]
+struct NumberText {
+    buf: [u8; 21],
+}
+
+impl NumberText {
+    fn write(&mut self, mut value: u64) -> &str {
+        let mut at = self.buf.len();
+        loop {
+            at -= 1;
+            self.buf[at] = b'0' + (value % 10) as u8;
+            value /= 10;
+            if value == 0 {
+                break;
+            }
+        }
+        at -= 1;
+        self.buf[at] = b'+';
+        // `+` and digits only.
+        std::str::from_utf8(&self.buf[at..]).unwrap_or_default()
+    }
+}
+
+impl Shard {
+    /// Where `key` is among the sorted records (`Err`: where it would go).
+    /// Interpolation first: keys are issued in time order at a fairly
+    /// steady rate, so the place a key's time takes between the first and
+    /// the last key's is close to its index, and a few guesses narrow
+    /// thousands of records to a handful; a binary search finishes. Why:
+    /// over 150,000 held verifications a plain binary search was a tenth
+    /// of the server's CPU per GET (14 dependent probes, most of them
+    /// cache misses; `perf` of `tools/read-ab.sh`).
+    fn position(&self, key: VerificationKey) -> Result<usize, usize> {
+        let records = &self.records;
+        let (mut lo, mut hi) = (0, records.len());
+        let target = key.high_bits();
+        for _ in 0..INTERPOLATIONS_MAX {
+            if hi - lo <= 16 {
+                break;
+            }
+            let (first, last) = (records[lo].key.high_bits(), records[hi - 1].key.high_bits());
+            if target <= first || target >= last {
+                break;
+            }
+            // first < target < last, so the guess is in lo..hi - 1.
+            let span = u128::from(last - first);
+            let offset = u128::from(target - first) * (hi - 1 - lo) as u128 / span;
+            let guess = lo + offset as usize;
+            match records[guess].key.cmp(&key) {
+                std::cmp::Ordering::Equal => return Ok(guess),
+                std::cmp::Ordering::Less => lo = guess + 1,
+                std::cmp::Ordering::Greater => hi = guess,
+            }
+        }
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match records[mid].key.cmp(&key) {
+                std::cmp::Ordering::Equal => return Ok(mid),
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+            }
+        }
+        Err(lo)
+    }
+
+    fn find(&self, key: VerificationKey) -> Option<&Record> {
+        let at = self.position(key).ok()?;
+        let record = &self.records[at];
+        (!record.gone).then_some(record)
+    }
+
+    fn insert(&mut self, mut record: Record, client_ref: &str, info: &str, bytes_max: usize) {
+        if self.records.capacity() == 0 {
+            // Once, to the most the bound lets it hold: the records never
+            // move (a doubling would hold the old and the new copy at once).
+            self.records
+                .reserve_exact(bytes_max / std::mem::size_of::<Record>());
+        }
+        record.text = self.add_text(client_ref, info);
+        match self.position(record.key) {
+            // The consumer applies each create once; a repeat replaces.
+            Ok(at) => {
+                let old = std::mem::replace(&mut self.records[at], record);
+                if old.gone {
+                    self.gone -= 1;
+                } else {
+                    self.forget(&old);
+                }
+            }
+            Err(at) => self.records.insert(at, record),
+        }
+    }
+
+    fn add_text(&mut self, client_ref: &str, info: &str) -> u32 {
+        if text_bytes(client_ref, info) == 0 {
+            return NO_TEXT;
+        }
+        let Ok(at) = u32::try_from(self.text.len()) else {
+            // Never with the shard's bound; drop the texts' rows instead
+            // of wrapping offsets.
+            return NO_TEXT;
+        };
+        // Both lengths were checked against u16::MAX by `pack`.
+        self.text
+            .extend_from_slice(&(client_ref.len() as u16).to_le_bytes());
+        self.text
+            .extend_from_slice(&(info.len() as u16).to_le_bytes());
+        self.text.extend_from_slice(client_ref.as_bytes());
+        self.text.extend_from_slice(info.as_bytes());
+        at
+    }
+
+    fn text_len(&self, record: &Record) -> usize {
+        let (client_ref, info) = self.texts(record);
+        text_bytes(client_ref, info)
+    }
+
+    fn texts(&self, record: &Record) -> (&str, &str) {
+        if record.text == NO_TEXT {
+            return ("", "");
+        }
+        let at = record.text as usize;
+        let (ref_len, info_len) = text_lens(&self.text, at);
+        let ref_at = at + 4;
+        let info_at = ref_at + ref_len;
+        // Written from two `&str`s at these offsets, so both are UTF-8.
+        let text = |from: usize, n: usize| {
+            std::str::from_utf8(&self.text[from..from + n]).unwrap_or_default()
+        };
+        (text(ref_at, ref_len), text(info_at, info_len))
+    }
+
+    /// A record no longer points to its text.
+    fn forget(&mut self, record: &Record) {
+        self.text_dead += self.text_len(record);
+    }
+
+    fn take_out(&mut self, key: VerificationKey) {
+        let Ok(at) = self.position(key) else {
+            return;
+        };
+        if self.records[at].gone {
+            return;
+        }
+        self.records[at].gone = true;
+        self.gone += 1;
+        let record = self.records[at];
+        self.forget(&record);
+        if self.gone > 64 && self.gone * 4 > self.records.len() {
+            self.records.retain(|r| !r.gone);
+            self.gone = 0;
+        }
+        self.sweep_text();
+    }
+
+    fn bytes(&self) -> usize {
+        self.records.len() * std::mem::size_of::<Record>() + self.text.len() - self.text_dead
+    }
+
+    /// Drops the oldest records until the shard is within `bytes_max`.
+    fn shrink_to(&mut self, bytes_max: usize) {
+        while self.bytes() > bytes_max {
+            let Some(oldest) = self.records.pop_front() else {
+                break;
+            };
+            if oldest.gone {
+                self.gone -= 1;
+            } else {
+                self.forget(&oldest);
+            }
+        }
+        self.sweep_text();
+    }
+
+    /// Rewrites the text without the bytes no record points to, once they
+    /// are half of it.
+    fn sweep_text(&mut self) {
+        if self.text.len() < TEXT_SWEEP_MIN || self.text_dead * 2 < self.text.len() {
+            return;
+        }
+        let old = std::mem::take(&mut self.text);
+        let mut text = Vec::with_capacity(old.len() - self.text_dead);
+        for record in self.records.iter_mut() {
+            if record.text == NO_TEXT || record.gone {
+                record.text = NO_TEXT;
+                continue;
+            }
+            let at = record.text as usize;
+            let (ref_len, info_len) = text_lens(&old, at);
+            let end = at + 4 + ref_len + info_len;
+            // Within u32: the new text is shorter than the old one.
+            record.text = text.len() as u32;
+            text.extend_from_slice(&old[at..end]);
+        }
+        self.text = text;
+        self.text_dead = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dialproof_engine::pool::Pool;
+    use dialproof_engine::time::UnixMillis;
+
+    const T0: i64 = 1_790_000_000_000;
+
+    fn row(n: u64, client_ref: &str, info: &str) -> VerificationRow {
+        let created_at = UnixMillis(T0 + n as i64);
+        let key = VerificationKey::new(created_at, u128::from(n) * 0x9e37_79b9_7f4a_7c15);
+        VerificationRow {
+            id: key.id().as_str().to_owned(),
+            company_id: 7,
+            api_key_id: 3,
+            phone: format!("+4915{:09}", n),
+            dial_number: "+12125550100".into(),
+            pool: Pool::International,
+            client_ref: client_ref.into(),
+            info: info.into(),
+            webhook_url: "https://example.test/hook".into(),
+            ttl_seconds: 300,
+            status: Status::Pending,
+            created_at,
+            expires_at: created_at.plus_seconds(300),
+            completed_at: None,
+            caller_id: String::new(),
+            caller_evidence: None,
+            lease_generation: 1,
+            failure_reason: None,
+            idempotency_key: None,
+            livemode: true,
+        }
+    }
+
+    fn key(row: &VerificationRow) -> VerificationKey {
+        VerificationKey::parse(&row.id).unwrap()
+    }
+
+    /// The held view of `row` equals the row's own, field by field.
+    fn shows_as_itself(held: &HeldRows, row: &VerificationRow) -> bool {
+        held.render(key(row), row.owner(), |v| v == row.view())
+            .unwrap_or(false)
+    }
+
+    #[test]
+    fn a_held_row_shows_exactly_what_the_row_shows() {
+        let held = HeldRows::default();
+        let rows = [
+            row(1, "", ""),
+            row(2, "order-42", ""),
+            row(3, "", "Ünïcode ✓ and \"quotes\""),
+            row(4, &"r".repeat(120), &"é".repeat(500)),
+        ];
+        for r in &rows {
+            held.created(r);
+        }
+        assert_eq!(held.count(), rows.len());
+        for r in &rows {
+            assert!(shows_as_itself(&held, r), "{}", r.id);
+        }
+    }
+
+    #[test]
+    fn only_pending_live_rows_of_the_packed_shape_are_held() {
+        let held = HeldRows::default();
+        let mut test_mode = row(1, "", "");
+        test_mode.livemode = false;
+        let mut ended = row(2, "", "");
+        ended.status = Status::Expired;
+        let mut odd_phone = row(3, "", "");
+        odd_phone.phone = "+0123".into();
+        let mut long_phone = row(4, "", "");
+        long_phone.phone = "+1234567890123456".into();
+        let mut other_moment = row(5, "", "");
+        other_moment.created_at = UnixMillis(T0 - 1);
+        other_moment.expires_at = other_moment.created_at.plus_seconds(300);
+        let mut other_expiry = row(6, "", "");
+        other_expiry.expires_at = UnixMillis(other_expiry.expires_at.0 + 1);
+        for r in [
+            &test_mode,
+            &ended,
+            &odd_phone,
+            &long_phone,
+            &other_moment,
+            &other_expiry,
+        ] {
+            held.created(r);
+            assert!(
+                held.render(key(r), r.owner(), |_| ()).is_none(),
+                "{} was held",
+                r.id
+            );
+        }
+        assert_eq!(held.count(), 0);
+    }
+
+    #[test]
+    fn another_companys_row_and_an_ended_one_are_not_found() {
+        let held = HeldRows::default();
+        let a = row(1, "a", "");
+        held.created(&a);
+        assert!(held.render(key(&a), Owner::from(8), |_| ()).is_none());
+        let test_owner = Owner {
+            company_id: 7,
+            livemode: false,
+        };
+        assert!(held.render(key(&a), test_owner, |_| ()).is_none());
+        assert!(shows_as_itself(&held, &a));
+        held.ended(&a.id);
+        held.ended(&a.id);
+        assert!(held.render(key(&a), a.owner(), |_| ()).is_none());
+        assert_eq!(held.count(), 0);
+        // Applied again (a repeat) it is held again, once.
+        held.created(&a);
+        assert_eq!(held.count(), 1);
+        assert!(shows_as_itself(&held, &a));
+    }
+
+    #[test]
+    fn the_guessing_search_finds_what_a_binary_search_finds() {
+        // Keys in bursts (many in one millisecond, some sharing their high
+        // half), gaps of seconds, and a skew, each present or absent.
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut keys = Vec::new();
+        let mut at = T0;
+        for i in 0..3_000u64 {
+            at += match i % 100 {
+                0 => 5_000,
+                1..=30 => 0,
+                _ => (next() % 7) as i64,
+            };
+            let random = u128::from(next()) << 16 | u128::from(next() % 4);
+            keys.push(VerificationKey::new(UnixMillis(at), random));
+        }
+        keys.sort();
+        keys.dedup();
+        let (held, absent): (Vec<_>, Vec<_>) =
+            keys.iter().enumerate().partition(|(i, _)| i % 3 != 0);
+        let mut shard = Shard::default();
+        for (_, key) in &held {
+            let record = pack(&row(1, "", ""))
+                .map(|r| Record { key: **key, ..r })
+                .unwrap();
+            shard.records.push_back(record);
+        }
+        let sorted: Vec<_> = shard.records.iter().map(|r| r.key).collect();
+        for (_, key) in held.iter().chain(absent.iter()) {
+            assert_eq!(shard.position(**key), sorted.binary_search(key), "{key:?}");
+        }
+        let earliest = VerificationKey::new(UnixMillis(T0 - 1), 0);
+        let latest = VerificationKey::new(UnixMillis(at + 1), 0);
+        assert_eq!(shard.position(earliest), Err(0));
+        assert_eq!(shard.position(latest), Err(sorted.len()));
+    }
+
+    #[test]
+    fn numbers_print_back_as_they_were() {
+        for n in ["+1", "+79161234567", "+123456789012345"] {
+            let packed = pack_number(n).unwrap();
+            assert_eq!(NumberText::default().write(packed), n);
+        }
+        for n in ["", "+", "1234", "+01", "+1234567890123456", "+12a4", "+١٢٣"] {
+            assert_eq!(pack_number(n), None, "{n:?}");
+        }
+    }
+
+    #[test]
+    fn the_oldest_go_first_past_the_bound_and_texts_survive_the_sweeps() {
+        // Small enough that each shard holds a few hundred records.
+        let held = HeldRows::with_bytes(16 * 300 * 64);
+        let rows: Vec<_> = (0..20_000u64)
+            .map(|n| {
+                row(
+                    n,
+                    &format!("ref-{n}"),
+                    if n % 3 == 0 { "some info" } else { "" },
+                )
+            })
+            .collect();
+        for (n, r) in rows.iter().enumerate() {
+            held.created(r);
+            // Most end while held, as most verifications do.
+            if n % 4 != 0 {
+                held.ended(&r.id);
+            }
+        }
+        let kept = held.count();
+        assert!(kept > 16 * 100, "only {kept} held");
+        let per_shard = held.shard_bytes_max / std::mem::size_of::<Record>();
+        for shard in &held.shards {
+            let shard = shard.read();
+            assert!(shard.bytes() <= held.shard_bytes_max, "{}", shard.bytes());
+            assert_eq!(shard.records.capacity(), per_shard, "the records moved");
+        }
+        // The newest still pending ones are held and show as themselves;
+        // the oldest were dropped; ended ones are gone.
+        for (n, r) in rows.iter().enumerate().rev().take(400) {
+            let found = held.render(key(r), r.owner(), |v| v == r.view());
+            match n % 4 {
+                0 => assert_eq!(found, Some(true), "{n} not held as itself"),
+                _ => assert_eq!(found, None, "{n} ended but held"),
+            }
+        }
+        assert!(held
+            .render(key(&rows[0]), rows[0].owner(), |_| ())
+            .is_none());
+    }
+}
