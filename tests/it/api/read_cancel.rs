@@ -182,3 +182,56 @@ fn a_get_right_after_a_change_shows_the_change() {
         assert_eq!(s.get(&token, id).json(), expired);
     }
 }
+
+/// README "Performance": a pending verification's GET is answered from the
+/// rows held in memory, packed; after a restart nothing is held and SQLite
+/// answers. Both must be the same bytes, texts in any script included.
+#[test]
+fn a_held_verification_reads_byte_for_byte_as_stored() {
+    let (mut s, _) = start_with_ops(&pools(2, 0));
+    let token = s.new_client("acme");
+    let bodies = [
+        json!({"phone": RU_PHONE, "webhook_url": WEBHOOK}),
+        json!({"phone": RU_PHONE, "webhook_url": WEBHOOK, "ttl_seconds": 77,
+               "client_ref": "user-42 ✓", "info": "Ünïcode, \"quotes\" and \\ backslash"}),
+    ];
+    let ids: Vec<String> = bodies
+        .iter()
+        .map(|b| {
+            s.create_ok(&token, b)["verification_id"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    let held: Vec<Vec<u8>> = ids.iter().map(|id| s.get(&token, id).body).collect();
+    // The ops address of the latest start (a restart binds a new port).
+    let reads = |s: &Server, from: &str| {
+        let ops = s.ops_addr(s.ready_lines().len());
+        metric(
+            ops,
+            &format!("dialproof_verification_reads_total{{from=\"{from}\"}}"),
+        )
+    };
+    assert_eq!(
+        reads(&s, "memory"),
+        Some(2.0),
+        "design choice: a pending verification's GET is answered from the held rows"
+    );
+    s.restart();
+    for (id, before) in ids.iter().zip(&held) {
+        let after = s.get(&token, id);
+        assert_eq!(after.status, 200);
+        assert_eq!(
+            String::from_utf8_lossy(&after.body),
+            String::from_utf8_lossy(before),
+            "the held row and the stored row render differently"
+        );
+    }
+    assert_eq!(
+        reads(&s, "sqlite"),
+        Some(2.0),
+        "after a restart SQLite answers"
+    );
+    assert_eq!(reads(&s, "memory"), Some(0.0));
+}
