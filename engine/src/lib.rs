@@ -40,6 +40,7 @@ pub mod apikey;
 pub mod caller_evidence;
 pub mod csrf;
 pub mod dev_urls;
+pub mod e164;
 pub mod expiry;
 pub mod ha;
 pub mod http_chunked;

@@ -7,7 +7,8 @@
 //!
 //! The rule (tools/deploy/README.md, "Number health"): a number whose last K leases
 //! all expired without an INVITE is quarantined, where p is its pool's
-//! completion share over the last hour and K is the smallest count with
+//! completion share over the last hour (counted per [`WINDOW_SLICE_MS`])
+//! and K is the smallest count with
 //! `(1-p)^K < 1e-4 / L`, L the leases the pool issues in a day at the last
 //! hour's rate. A healthy number's lease goes uncalled with probability
 //! 1-p, so a run of K starts by chance with probability under 1e-4 / L per
@@ -26,6 +27,7 @@
 //! without it), storing the quarantine, or logging; the caller does those
 //! with what [`NumberHealth::on_end`] returns.
 
+use crate::e164::PackedNumber;
 use crate::pool::Pool;
 use crate::time::UnixMillis;
 use std::collections::{HashMap, VecDeque};
@@ -40,6 +42,11 @@ pub const K_MAX: u32 = 60;
 pub const WINDOW_MS: i64 = 3_600_000;
 /// Ended leases the window must hold before p is trusted.
 pub const ENDED_LEASES_MIN: usize = 30;
+/// The window is kept as counts per slice of this length: the oldest slice
+/// leaves whole, so the window spans between one hour and one hour plus a
+/// slice. Why not each lease's moment: a busy pool issues millions of
+/// leases an hour, 24 bytes each held for the hour.
+pub const WINDOW_SLICE_MS: i64 = 10_000;
 const DAY_MS: f64 = 86_400_000.0;
 
 /// How a lease ended, as far as health goes.
@@ -84,31 +91,146 @@ pub struct Quarantined {
     pub threshold: Threshold,
 }
 
-#[derive(Default)]
+/// One number's counters, packed: 40 bytes, against 80 for [`Counters`]
+/// and the flag. Every number ever leased has one, so at a million numbers
+/// the difference is tens of megabytes. Counts are `u32` (four billion
+/// leases of one number is past any service's life) and saturate; a
+/// moment is its milliseconds, [`NONE`] for none.
+#[derive(Clone, Copy)]
 struct Number {
-    counters: Counters,
+    leases: u32,
+    completed: u32,
+    expired_uncalled: u32,
+    stray_calls: u32,
+    uncalled_in_a_row: u32,
     /// An INVITE arrived during the current lease.
     invited: bool,
+    last_completion: i64,
+    quarantined_since: i64,
 }
 
+/// No moment, in [`Number`]'s packed moments.
+const NONE: i64 = i64::MIN;
+
+fn packed_moment(at: Option<UnixMillis>) -> i64 {
+    at.map_or(NONE, |at| at.0)
+}
+
+fn moment(packed: i64) -> Option<UnixMillis> {
+    (packed != NONE).then_some(UnixMillis(packed))
+}
+
+fn packed_count(count: u64) -> u32 {
+    u32::try_from(count).unwrap_or(u32::MAX)
+}
+
+/// A number before its first event: nothing counted, no moments.
+impl Default for Number {
+    fn default() -> Number {
+        Number {
+            leases: 0,
+            completed: 0,
+            expired_uncalled: 0,
+            stray_calls: 0,
+            uncalled_in_a_row: 0,
+            invited: false,
+            last_completion: NONE,
+            quarantined_since: NONE,
+        }
+    }
+}
+
+impl Number {
+    fn restore(&mut self, c: &Counters) {
+        self.leases = packed_count(c.leases);
+        self.completed = packed_count(c.completed);
+        self.expired_uncalled = packed_count(c.expired_uncalled);
+        self.stray_calls = packed_count(c.stray_calls);
+        self.uncalled_in_a_row = c.uncalled_in_a_row;
+        self.last_completion = packed_moment(c.last_completion);
+        self.quarantined_since = packed_moment(c.quarantined_since);
+    }
+
+    fn counters(&self) -> Counters {
+        Counters {
+            leases: u64::from(self.leases),
+            completed: u64::from(self.completed),
+            expired_uncalled: u64::from(self.expired_uncalled),
+            stray_calls: u64::from(self.stray_calls),
+            last_completion: moment(self.last_completion),
+            uncalled_in_a_row: self.uncalled_in_a_row,
+            quarantined_since: moment(self.quarantined_since),
+        }
+    }
+
+    fn quarantined(&self) -> bool {
+        self.quarantined_since != NONE
+    }
+}
+
+/// A pool's leases issued and ended in one slice of the window.
+#[derive(Clone, Copy)]
+struct Slice {
+    start: i64,
+    issued: u32,
+    ended: u32,
+    completed: u32,
+}
+
+/// A pool's last hour, as counts per [`WINDOW_SLICE_MS`] (at most 361
+/// slices however many leases), with running totals.
 #[derive(Default)]
 struct PoolWindow {
-    /// Ended (completed or expired) leases: when, and whether completed.
-    ended: VecDeque<(UnixMillis, bool)>,
-    completed: usize,
-    issued: VecDeque<UnixMillis>,
+    slices: VecDeque<Slice>,
+    issued: u64,
+    ended: u64,
+    completed: u64,
 }
 
 impl PoolWindow {
+    /// The slice `now` falls in, made if it is not the newest.
+    fn slice(&mut self, now: UnixMillis) -> &mut Slice {
+        let start = now.0 - now.0.rem_euclid(WINDOW_SLICE_MS);
+        // A moment earlier than the newest slice (a clock step back) is
+        // counted in the newest: the window only needs the count.
+        if self.slices.back().is_none_or(|s| s.start < start) {
+            self.slices.push_back(Slice {
+                start,
+                issued: 0,
+                ended: 0,
+                completed: 0,
+            });
+        }
+        // Pushed just above when there was none.
+        self.slices.back_mut().expect("a slice")
+    }
+
+    fn issue(&mut self, now: UnixMillis) {
+        self.slice(now).issued += 1;
+        self.issued += 1;
+    }
+
+    fn end(&mut self, now: UnixMillis, completed: bool) {
+        let slice = self.slice(now);
+        slice.ended += 1;
+        slice.completed += u32::from(completed);
+        self.ended += 1;
+        self.completed += u64::from(completed);
+    }
+
+    /// Drops the slices that end before the last hour began.
     fn trim(&mut self, now: UnixMillis) {
         let since = now.0 - WINDOW_MS;
-        while self.ended.front().is_some_and(|(at, _)| at.0 < since) {
-            if let Some((_, true)) = self.ended.pop_front() {
-                self.completed -= 1;
+        while self
+            .slices
+            .front()
+            .is_some_and(|s| s.start + WINDOW_SLICE_MS <= since)
+        {
+            if let Some(old) = self.slices.pop_front() {
+                self.issued -= u64::from(old.issued);
+                self.ended -= u64::from(old.ended);
+                self.completed -= u64::from(old.completed);
             }
-        }
-        while self.issued.front().is_some_and(|at| at.0 < since) {
-            self.issued.pop_front();
         }
     }
 }
@@ -116,10 +238,12 @@ impl PoolWindow {
 /// The health of every number that was leased or called since the start
 /// (or restored as quarantined), and each pool's window. A number enters
 /// on its first event, so a million configured numbers cost nothing until
-/// used.
+/// used; then its packed number and counters (48 bytes of map entry).
+/// Numbers are `+` and digits ([`PackedNumber`]): the API takes their text,
+/// as its callers hold it.
 #[derive(Default)]
 pub struct NumberHealth {
-    numbers: HashMap<String, Number>,
+    numbers: HashMap<PackedNumber, Number>,
     pools: HashMap<Pool, PoolWindow>,
 }
 
@@ -138,13 +262,15 @@ pub fn k_for(p: f64, leases_per_day: f64) -> Option<u32> {
     (k <= f64::from(K_MAX)).then(|| (k as u32).max(K_MIN))
 }
 
-/// `number`'s entry, made on its first event.
-fn entry<'a>(numbers: &'a mut HashMap<String, Number>, number: &str) -> &'a mut Number {
-    if !numbers.contains_key(number) {
-        numbers.insert(number.to_owned(), Number::default());
-    }
-    // Inserted just above when missing.
-    numbers.get_mut(number).expect("entry present")
+/// `number`'s entry, made on its first event. Every number the service
+/// leases or answers is `+` and digits (the lease table holds nothing
+/// else); any other text has no entry and its events count nowhere.
+fn entry<'a>(
+    numbers: &'a mut HashMap<PackedNumber, Number>,
+    number: &str,
+) -> Option<&'a mut Number> {
+    let packed = PackedNumber::parse(number)?;
+    Some(numbers.entry(packed).or_default())
 }
 
 impl NumberHealth {
@@ -154,28 +280,33 @@ impl NumberHealth {
 
     /// A number's counters as stored before a restart.
     pub fn restore(&mut self, number: &str, counters: Counters) {
-        entry(&mut self.numbers, number).counters = counters;
+        if let Some(n) = entry(&mut self.numbers, number) {
+            n.restore(&counters);
+        }
     }
 
     /// `number` of `pool` was leased at `now`.
     pub fn on_lease(&mut self, number: &str, pool: Pool, now: UnixMillis) {
-        let n = entry(&mut self.numbers, number);
-        n.counters.leases += 1;
-        n.invited = false;
+        if let Some(n) = entry(&mut self.numbers, number) {
+            n.leases = n.leases.saturating_add(1);
+            n.invited = false;
+        }
         let window = self.pools.entry(pool).or_default();
-        window.issued.push_back(now);
+        window.issue(now);
         window.trim(now);
     }
 
     /// An INVITE for `number`, which was `leased` or not when it came.
     pub fn on_invite(&mut self, number: &str, leased: bool) {
-        let n = entry(&mut self.numbers, number);
+        let Some(n) = entry(&mut self.numbers, number) else {
+            return;
+        };
         if leased {
             n.invited = true;
         } else {
-            n.counters.stray_calls += 1;
+            n.stray_calls = n.stray_calls.saturating_add(1);
         }
-        n.counters.uncalled_in_a_row = 0;
+        n.uncalled_in_a_row = 0;
     }
 
     /// A lease of `number` of `pool` ended; returns the quarantine it
@@ -187,25 +318,25 @@ impl NumberHealth {
         ending: Ending,
         now: UnixMillis,
     ) -> Option<Quarantined> {
-        let n = entry(&mut self.numbers, number);
-        let c = &mut n.counters;
+        let n = entry(&mut self.numbers, number)?;
         match ending {
             Ending::Neutral => return None,
             Ending::Completed => {
-                c.completed += 1;
-                c.last_completion = Some(now);
-                c.uncalled_in_a_row = 0;
+                n.completed = n.completed.saturating_add(1);
+                n.last_completion = now.0;
+                n.uncalled_in_a_row = 0;
             }
-            Ending::Expired if n.invited => c.uncalled_in_a_row = 0,
+            Ending::Expired if n.invited => n.uncalled_in_a_row = 0,
             Ending::Expired => {
-                c.expired_uncalled += 1;
-                c.uncalled_in_a_row += 1;
+                n.expired_uncalled = n.expired_uncalled.saturating_add(1);
+                n.uncalled_in_a_row = n.uncalled_in_a_row.saturating_add(1);
             }
         }
-        let window = self.pools.entry(pool).or_default();
-        window.ended.push_back((now, ending == Ending::Completed));
-        window.completed += usize::from(ending == Ending::Completed);
-        let (run, quarantined) = (c.uncalled_in_a_row, c.quarantined_since.is_some());
+        let (run, quarantined) = (n.uncalled_in_a_row, n.quarantined());
+        self.pools
+            .entry(pool)
+            .or_default()
+            .end(now, ending == Ending::Completed);
         if ending != Ending::Expired || quarantined || run < K_MIN {
             return None;
         }
@@ -213,8 +344,7 @@ impl NumberHealth {
         if threshold.k.is_none_or(|k| run < k) {
             return None;
         }
-        let n = self.numbers.get_mut(number)?;
-        n.counters.quarantined_since = Some(now);
+        entry(&mut self.numbers, number)?.quarantined_since = now.0;
         Some(Quarantined {
             number: number.to_owned(),
             pool,
@@ -227,14 +357,14 @@ impl NumberHealth {
     pub fn threshold(&mut self, pool: Pool, now: UnixMillis) -> Threshold {
         let window = self.pools.entry(pool).or_default();
         window.trim(now);
-        let ended = window.ended.len();
+        let ended = window.ended;
         let p = if ended == 0 {
             0.0
         } else {
             window.completed as f64 / ended as f64
         };
-        let leases_per_day = window.issued.len() as f64 * DAY_MS / WINDOW_MS as f64;
-        let k = (ended >= ENDED_LEASES_MIN)
+        let leases_per_day = window.issued as f64 * DAY_MS / WINDOW_MS as f64;
+        let k = (ended >= ENDED_LEASES_MIN as u64)
             .then(|| k_for(p, leases_per_day))
             .flatten();
         Threshold {
@@ -247,27 +377,29 @@ impl NumberHealth {
     /// Ends a quarantine (the operator's `number release`); its run starts
     /// again from zero. False if it was not quarantined.
     pub fn release(&mut self, number: &str) -> bool {
-        let Some(n) = self.numbers.get_mut(number) else {
+        let Some(n) = PackedNumber::parse(number).and_then(|p| self.numbers.get_mut(&p)) else {
             return false;
         };
-        n.counters.uncalled_in_a_row = 0;
-        n.counters.quarantined_since.take().is_some()
+        n.uncalled_in_a_row = 0;
+        std::mem::replace(&mut n.quarantined_since, NONE) != NONE
     }
 
-    pub fn counters(&self, number: &str) -> Option<&Counters> {
-        self.numbers.get(number).map(|n| &n.counters)
+    pub fn counters(&self, number: &str) -> Option<Counters> {
+        let packed = PackedNumber::parse(number)?;
+        self.numbers.get(&packed).map(Number::counters)
     }
 
     /// Every number seen, with its counters, in no particular order.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &Counters)> {
-        self.numbers.iter().map(|(k, n)| (k.as_str(), &n.counters))
+    pub fn iter(&self) -> impl Iterator<Item = (PackedNumber, Counters)> + '_ {
+        self.numbers.iter().map(|(k, n)| (*k, n.counters()))
     }
 
     /// The quarantined numbers.
-    pub fn quarantined(&self) -> impl Iterator<Item = &str> {
-        self.iter()
-            .filter(|(_, c)| c.quarantined_since.is_some())
-            .map(|(n, _)| n)
+    pub fn quarantined(&self) -> impl Iterator<Item = PackedNumber> + '_ {
+        self.numbers
+            .iter()
+            .filter(|(_, n)| n.quarantined())
+            .map(|(k, _)| *k)
     }
 }
 

@@ -62,7 +62,8 @@ fn a_dead_number_is_quarantined_after_k_uncalled_leases_and_released() {
     let round = quarantined_at_round.expect("the dead number is quarantined");
     // No decision before the pool had ENDED_LEASES_MIN ended leases.
     assert!((round + 1) * 4 >= ENDED_LEASES_MIN, "round {round}");
-    assert_eq!(h.quarantined().collect::<Vec<_>>(), vec![dead.as_str()]);
+    let quarantined: Vec<String> = h.quarantined().map(|n| n.to_string()).collect();
+    assert_eq!(quarantined, vec![dead.clone()]);
     assert!(h.release(&dead));
     assert_eq!(h.quarantined().count(), 0);
     assert_eq!(h.counters(&dead).unwrap().uncalled_in_a_row, 0);
@@ -91,6 +92,86 @@ fn any_invite_proves_the_number_rings() {
     h.on_end(n, D, Ending::Neutral, T0);
     assert_eq!(h.counters(n).unwrap().leases, 4);
     assert_eq!(h.counters(n).unwrap().expired_uncalled, 2);
+}
+
+#[test]
+fn a_number_costs_48_bytes_of_map_entry() {
+    // Key and counters; before, a String key and unpacked counters were
+    // 104 bytes plus the key's heap block.
+    assert_eq!(std::mem::size_of::<(PackedNumber, Number)>(), 48);
+}
+
+#[test]
+fn counters_come_back_as_they_were_restored() {
+    let mut h = NumberHealth::new();
+    let restored = Counters {
+        leases: 7,
+        completed: 3,
+        expired_uncalled: 4,
+        stray_calls: 1,
+        last_completion: Some(T0),
+        uncalled_in_a_row: 2,
+        quarantined_since: None,
+    };
+    h.restore("+74951234567", restored.clone());
+    assert_eq!(h.counters("+74951234567"), Some(restored));
+    let huge = Counters {
+        leases: u64::MAX,
+        last_completion: None,
+        quarantined_since: Some(UnixMillis(0)),
+        ..Counters::default()
+    };
+    h.restore("+74951234568", huge);
+    let back = h.counters("+74951234568").unwrap();
+    assert_eq!(back.leases, u64::from(u32::MAX), "a count saturates");
+    assert_eq!(back.quarantined_since, Some(UnixMillis(0)));
+    // Not a number the service leases: nothing is kept for it.
+    h.on_lease("sip:someone", D, T0);
+    assert_eq!(h.counters("sip:someone"), None);
+    assert_eq!(h.iter().count(), 2);
+    // A number's first lease: counted, with no moments yet.
+    h.on_lease("+74950000009", D, T0);
+    let fresh = h.counters("+74950000009").unwrap();
+    assert_eq!(
+        (fresh.leases, fresh.last_completion, fresh.quarantined_since),
+        (1, None, None)
+    );
+    assert_eq!(h.quarantined().count(), 1, "only the restored one");
+}
+
+#[test]
+fn the_window_keeps_counts_per_slice_for_one_hour() {
+    let mut h = NumberHealth::new();
+    // A lease issued and one ended every 100 ms for two hours, the second
+    // completed: 72,000 of each, in 721 slices at most.
+    let mut now = T0;
+    for i in 0..72_000 {
+        h.on_lease("+74950000001", D, now);
+        let ending = if i % 2 == 1 {
+            Ending::Completed
+        } else {
+            Ending::Expired
+        };
+        h.on_end("+74950000001", D, ending, now);
+        now = UnixMillis(now.0 + 100);
+    }
+    let window = &h.pools[&D];
+    let slices_per_hour = (WINDOW_MS / WINDOW_SLICE_MS) as usize;
+    assert!(
+        window.slices.len() <= slices_per_hour + 1,
+        "{}",
+        window.slices.len()
+    );
+    // The last hour plus at most one slice: 36,000 to 36,100 leases.
+    let t = h.threshold(D, now);
+    let issued = t.leases_per_day * WINDOW_MS as f64 / DAY_MS;
+    assert!((36_000.0..=36_100.0).contains(&issued), "{issued}");
+    assert!((t.p - 0.5).abs() < 0.001, "{}", t.p);
+    // An hour and a slice of nothing: the window is empty again.
+    let later = UnixMillis(now.0 + WINDOW_MS + WINDOW_SLICE_MS);
+    let t = h.threshold(D, later);
+    assert_eq!((t.leases_per_day, t.p, t.k), (0.0, 0.0, None));
+    assert!(h.pools[&D].slices.is_empty());
 }
 
 /// Uniform in [0, 1), from the top 53 bits.

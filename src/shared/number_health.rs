@@ -10,6 +10,7 @@
 //! [`NumberHealth::withheld`] names, as for an inactive number).
 
 use crate::shared::wait::{Committing, Outcome};
+use dialproof_engine::e164::PackedNumber;
 use dialproof_engine::number_health::{Counters, Ending, NumberHealth as Engine, Quarantined};
 use dialproof_engine::pool::Pool;
 use dialproof_engine::time::UnixMillis;
@@ -25,8 +26,9 @@ const SYNC_WAIT: Duration = Duration::from_secs(10);
 #[derive(Default)]
 struct State {
     engine: Engine,
-    /// Numbers whose counters changed since the last write.
-    dirty: HashSet<String>,
+    /// Numbers whose counters changed since the last write (packed: at a
+    /// high lease rate this holds every number leased since the last tick).
+    dirty: HashSet<PackedNumber>,
     /// Every quarantine and its pool, as decided or restored here.
     quarantined: HashMap<String, (Pool, UnixMillis)>,
     /// The quarantines the database held after our last sync.
@@ -125,11 +127,13 @@ impl NumberHealth {
             s.engine.release(number);
             s.quarantined.remove(number);
             s.stored.remove(number);
-            s.dirty.insert(number.clone());
+            mark_dirty(&mut s.dirty, number);
             tracing::info!(dial_number = %number, "number released from quarantine");
         }
-        let dirty: Vec<String> = s.dirty.drain().collect();
-        let rows: Vec<NumberHealthRow> = dirty.iter().filter_map(|n| row(&s.engine, n)).collect();
+        // Taken, not drained: a drained set keeps its peak's buckets, and a
+        // burst of leases between two ticks would keep them for good.
+        let dirty: Vec<PackedNumber> = std::mem::take(&mut s.dirty).into_iter().collect();
+        let rows: Vec<NumberHealthRow> = dirty.iter().filter_map(|n| row(&s.engine, *n)).collect();
         let new: Vec<Quarantine> = s
             .quarantined
             .iter()
@@ -162,19 +166,19 @@ impl NumberHealth {
     }
 }
 
-/// Notes `number` as changed. A number is often noted more than once
-/// between two syncs (its lease, its call, its lease's end); copying it
-/// only the first time saves an allocation and its free each other time.
-fn mark_dirty(dirty: &mut HashSet<String>, number: &str) {
-    if !dirty.contains(number) {
-        dirty.insert(number.to_owned());
+/// Notes `number` as changed. The engine keeps nothing for a text that is
+/// not `+` and digits, so there is nothing to write for one.
+fn mark_dirty(dirty: &mut HashSet<PackedNumber>, number: &str) {
+    if let Some(packed) = PackedNumber::parse(number) {
+        dirty.insert(packed);
     }
 }
 
-fn row(engine: &Engine, number: &str) -> Option<NumberHealthRow> {
-    let c = engine.counters(number)?;
+fn row(engine: &Engine, packed: PackedNumber) -> Option<NumberHealthRow> {
+    let number = packed.to_string();
+    let c = engine.counters(&number)?;
     Some(NumberHealthRow {
-        number: number.to_owned(),
+        number,
         leases: c.leases,
         completed: c.completed,
         expired_uncalled: c.expired_uncalled,

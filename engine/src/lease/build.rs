@@ -12,12 +12,13 @@
 //! caller's; it hands over [`NumberSpec`]s).
 
 use super::bitmap::{word_and_mask, SubPool};
-use super::numbers::{NumberIndex, PackedNumber};
+use super::numbers::NumberIndex;
 use super::{
     dedicated_filter_bit, AtomicBool, AtomicU64, CompanyId, LeaseTable, LineId, LineSpec,
     LineState, NumberSpec, Pool, Slot, SlotInfo, TableError, NUMBERS_COUNT_MAX, STATE_INITIAL,
     SUB_POOL_NONE,
 };
+use crate::e164::PackedNumber;
 use std::collections::BTreeMap;
 
 /// What the table keeps of a [`NumberSpec`] while it is built: no string.

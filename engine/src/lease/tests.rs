@@ -621,8 +621,8 @@ fn line_stats_count_each_lines_numbers_across_pools() {
 fn a_configured_number_costs_48_bytes_of_table_arrays() {
     use std::mem::size_of;
     assert_eq!(size_of::<SlotInfo>(), 12);
-    assert_eq!(size_of::<numbers::PackedNumber>(), 8);
-    assert_eq!(size_of::<(numbers::PackedNumber, Slot)>(), 16);
+    assert_eq!(size_of::<crate::e164::PackedNumber>(), 8);
+    assert_eq!(size_of::<(crate::e164::PackedNumber, Slot)>(), 16);
     assert_eq!(size_of::<AtomicU64>(), 8);
     assert_eq!(size_of::<Slot>(), 4);
 
