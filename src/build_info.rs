@@ -1,5 +1,5 @@
 //! What this binary is: the release version (the workspace's) and the git
-//! commit it was built from (recorded by `build.rs`; `unknown` when built
+//! commit it was built from (recorded by `src/build.rs`; `unknown` when built
 //! outside a git checkout), for `dialproof --version` and the
 //! `dialproof_build_info` metric.
 //!

@@ -33,7 +33,7 @@ fn main() {
         .filter(|c| c.bytes().all(|b| b.is_ascii_hexdigit()))
         .unwrap_or_else(|| "unknown".to_owned());
     println!("cargo:rustc-env=DIALPROOF_COMMIT={commit}");
-    println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-changed=src/build.rs");
     // A new commit or checkout moves HEAD and appends to its reflog (a
     // worktree has its own of both): rebuild then, and only then.
     for name in ["HEAD", "logs/HEAD"] {
