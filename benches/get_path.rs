@@ -1,8 +1,12 @@
-//! A GET of one verification that is not among the held newest rows: the
-//! point read on the calling thread's own connection and the 200 body, over
-//! a working set of 150,000 verifications read in random order (as clients
-//! poll the many they created, not one hot id).
-//! - `view_rendered`: what the API's GET does: the row's shown columns,
+//! A GET of one verification and its 200 body, over a working set of
+//! 150,000 pending verifications read in random order (as clients poll the
+//! many they created, not one hot id):
+//! - `held_rendered`: what the API's GET does for a pending verification:
+//!   its packed record found among the held rows and rendered
+//!   (`dialproof::shared::held_rows`);
+//! - `view_rendered`: what it does for one not held (ended, or created
+//!   before a restart): the point read on the calling thread's own
+//!   connection, the row's shown columns
 //!   borrowed from SQLite's buffers, rendered straight into the body;
 //! - `row_decoded_then_rendered`: the same row decoded into an owned
 //!   `VerificationRow` first (thirteen strings), then rendered, as a cancel
@@ -19,7 +23,9 @@ mod support;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use dialproof::api::render;
+use dialproof::shared::held_rows::HeldRows;
 use dialproof_engine::caller_evidence::{CallerEvidence, CallerIdSource, CallerIdTrust};
+use dialproof_engine::ids::VerificationKey;
 use dialproof_engine::verification::Status;
 use dialproof_storage::{Options, Owner, Store, VerificationRow, WriteOp};
 use std::hint::black_box;
@@ -86,6 +92,25 @@ fn bench_get(c: &mut Criterion) {
     g.throughput(Throughput::Elements(1));
     g.measurement_time(Duration::from_secs(5));
     let mut order = Order(0x9E37_79B9_7F4A_7C15);
+    let held = HeldRows::default();
+    for i in 0..ROWS {
+        held.created(&pending_row(i, owner.company_id, 1));
+    }
+    assert_eq!(
+        held.count(),
+        ROWS as usize,
+        "the held rows hold the working set"
+    );
+    let keys: Vec<VerificationKey> = ids
+        .iter()
+        .map(|id| VerificationKey::parse(id).expect("an issued id"))
+        .collect();
+    g.bench_function("held_rendered", |b| {
+        b.iter(|| {
+            let key = keys[order.next(keys.len())];
+            black_box(held.render(key, owner, render).expect("held"))
+        })
+    });
     g.bench_function("view_rendered", |b| {
         b.iter(|| {
             let id = &ids[order.next(ids.len())];
