@@ -86,10 +86,13 @@ pub fn read(ctx: &Api, key: &KeyRow, id: &str) -> Response {
         return Response::detail(404, texts::NOT_FOUND);
     };
     let owner = owner(key);
-    // What was committed before this request came (a call whose final the
-    // caller already heard, a cancel already answered) is in the held rows
-    // first: the commit consumer trails the writer by microseconds, so
-    // this rarely waits; if it ever waits too long, SQLite answers.
+    // A pending verification is answered from the held rows, once they
+    // reflect every commit made before this request came (a call whose
+    // final the caller already heard takes its row out, so SQLite answers
+    // with `completed`). The commit consumer trails the writer by
+    // microseconds, so this rarely waits; if it ever waits too long, or
+    // the row is not held (ended, dropped past the bound, created before
+    // the last start), SQLite answers.
     let held = wait_until_applied(&ctx.commits, HELD_ROWS_WAIT)
         .then(|| VerificationKey::parse(id.as_str()))
         .flatten()
