@@ -7,9 +7,9 @@
 //!   GETs while pending (`crate::shared::held_rows`), and the answer of the
 //!   idempotency key it was created with recorded for retries;
 //! - a status change: the lease it ended goes back to the lease table, the
-//!   held row is taken out (SQLite answers for it now), the webhook driver is woken for the outbox row
-//!   written with it, the
-//!   transition is counted and logged ("verification ended").
+//!   held row is taken out (SQLite answers for it now), the webhook driver
+//!   is woken for the outbox row written with it, the transition is
+//!   counted and logged ("verification ended").
 //!
 //! Nothing else does these things: request handlers, the SIP call path,
 //! the expiry thread and line failures only submit writes and answer their
