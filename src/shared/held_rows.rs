@@ -274,7 +274,10 @@ impl Shard {
             self.records
                 .reserve_exact(bytes_max / std::mem::size_of::<Record>());
         }
-        record.text = self.add_text(client_ref, info);
+        let Some(text) = self.add_text(client_ref, info) else {
+            return;
+        };
+        record.text = text;
         match self.position(record.key) {
             // The consumer applies each create once; a repeat replaces.
             Ok(at) => {
@@ -289,15 +292,16 @@ impl Shard {
         }
     }
 
-    fn add_text(&mut self, client_ref: &str, info: &str) -> u32 {
+    /// Appends a record's texts; `None` if their offset would not fit the
+    /// record's `u32` (never within the shard's bound: the row is then
+    /// simply not held).
+    fn add_text(&mut self, client_ref: &str, info: &str) -> Option<u32> {
         if text_bytes(client_ref, info) == 0 {
-            return NO_TEXT;
+            return Some(NO_TEXT);
         }
-        let Ok(at) = u32::try_from(self.text.len()) else {
-            // Never with the shard's bound; drop the texts' rows instead
-            // of wrapping offsets.
-            return NO_TEXT;
-        };
+        let at = u32::try_from(self.text.len())
+            .ok()
+            .filter(|at| *at != NO_TEXT)?;
         // Both lengths were checked against u16::MAX by `pack`.
         self.text
             .extend_from_slice(&(client_ref.len() as u16).to_le_bytes());
@@ -305,7 +309,7 @@ impl Shard {
             .extend_from_slice(&(info.len() as u16).to_le_bytes());
         self.text.extend_from_slice(client_ref.as_bytes());
         self.text.extend_from_slice(info.as_bytes());
-        at
+        Some(at)
     }
 
     fn text_len(&self, record: &Record) -> usize {
