@@ -72,41 +72,6 @@ enum ReadError {
     Reject(u16, &'static str),
 }
 
-/// Bytes read from one connection: the request (or requests, when
-/// pipelined) not yet consumed. It derefs to them.
-struct Inbox {
-    bytes: Vec<u8>,
-    /// Where each read lands before it is appended: zeroed once per
-    /// connection, not per read (a stack array here was an 8 KiB `memset`
-    /// before every request).
-    chunk: Box<[u8; READ_CHUNK]>,
-}
-
-/// The most one read takes from the stream.
-const READ_CHUNK: usize = 8192;
-
-impl Inbox {
-    fn new() -> Inbox {
-        Inbox {
-            bytes: Vec::with_capacity(4096),
-            chunk: Box::new([0; READ_CHUNK]),
-        }
-    }
-}
-
-impl std::ops::Deref for Inbox {
-    type Target = Vec<u8>;
-    fn deref(&self) -> &Vec<u8> {
-        &self.bytes
-    }
-}
-
-impl std::ops::DerefMut for Inbox {
-    fn deref_mut(&mut self) -> &mut Vec<u8> {
-        &mut self.bytes
-    }
-}
-
 /// A stream whose read timeout can be adjusted as deadlines approach.
 pub trait TimedStream: Read + Write {
     fn set_read_timeout(&mut self, dur: Option<Duration>) -> io::Result<()>;
@@ -125,7 +90,7 @@ pub fn serve<S: TimedStream>(
     draining: &AtomicBool,
     crowded: &AtomicBool,
 ) {
-    let mut buf = Inbox::new();
+    let mut buf: Vec<u8> = Vec::with_capacity(4096);
     for served in 0..limits.requests_per_connection_max {
         if buf.is_empty() && !wait_for_request(stream, &mut buf, limits, draining, crowded) {
             return;
@@ -153,7 +118,7 @@ pub fn serve<S: TimedStream>(
 /// draining (after [`DRAIN_GRACE`]), or when crowded (after one slice).
 fn wait_for_request<S: TimedStream>(
     stream: &mut S,
-    buf: &mut Inbox,
+    buf: &mut Vec<u8>,
     limits: &Limits,
     draining: &AtomicBool,
     crowded: &AtomicBool,
@@ -194,7 +159,7 @@ fn wait_for_request<S: TimedStream>(
 /// request (pipelining) and keeps what is left past this one.
 fn read_request<S: TimedStream>(
     stream: &mut S,
-    buf: &mut Inbox,
+    buf: &mut Vec<u8>,
     peer: SocketAddr,
     limits: &Limits,
 ) -> Result<(Request, bool), ReadError> {
@@ -238,7 +203,7 @@ fn send_continue<S: TimedStream>(stream: &mut S) -> Result<(), ReadError> {
 /// A `Content-Length` body: exactly `len` bytes after the head.
 fn read_sized<S: TimedStream>(
     stream: &mut S,
-    buf: &mut Inbox,
+    buf: &mut Vec<u8>,
     len: usize,
     expect_continue: bool,
     deadline: Instant,
@@ -257,7 +222,7 @@ fn read_sized<S: TimedStream>(
 /// request.
 fn read_chunked<S: TimedStream>(
     stream: &mut S,
-    buf: &mut Inbox,
+    buf: &mut Vec<u8>,
     limits: &Limits,
     expect_continue: bool,
     deadline: Instant,
@@ -278,7 +243,7 @@ fn read_chunked<S: TimedStream>(
 
 fn read_more<S: TimedStream>(
     stream: &mut S,
-    buf: &mut Inbox,
+    buf: &mut Vec<u8>,
     deadline: Instant,
 ) -> Result<(), ReadError> {
     let left = deadline.saturating_duration_since(Instant::now());
@@ -303,12 +268,12 @@ fn read_more<S: TimedStream>(
     }
 }
 
-fn fill<S: Read>(stream: &mut S, buf: &mut Inbox) -> io::Result<usize> {
+fn fill<S: Read>(stream: &mut S, buf: &mut Vec<u8>) -> io::Result<usize> {
+    let mut chunk = [0u8; 8192];
     loop {
-        match stream.read(&mut buf.chunk[..]) {
+        match stream.read(&mut chunk) {
             Ok(n) => {
-                let Inbox { bytes, chunk } = buf;
-                bytes.extend_from_slice(&chunk[..n]);
+                buf.extend_from_slice(&chunk[..n]);
                 return Ok(n);
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
