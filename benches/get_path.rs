@@ -94,7 +94,8 @@ fn bench_get(c: &mut Criterion) {
     let mut order = Order(0x9E37_79B9_7F4A_7C15);
     let held = HeldRows::default();
     for i in 0..ROWS {
-        held.created(&pending_row(i, owner.company_id, 1));
+        let row = pending_row(i, owner.company_id, 1);
+        held.created(VerificationKey::parse(&row.id).expect("an issued id"), &row);
     }
     assert_eq!(
         held.count(),

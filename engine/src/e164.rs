@@ -59,7 +59,7 @@ impl PackedNumber {
 
 impl fmt::Display for PackedNumber {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "+{:0width$}", self.value(), width = self.digits_count())
+        f.write_str(self.write(&mut [0; 16]))
     }
 }
 

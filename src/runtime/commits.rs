@@ -53,7 +53,7 @@ fn apply(app: &App, event: Committed) {
                     app.health
                         .on_lease(&row.dial_number, row.pool, row.created_at);
                 }
-                app.held.created(&row);
+                app.held.created(key, &row);
                 if let Some(stored) = stored_key {
                     record_key(app, *stored);
                 }

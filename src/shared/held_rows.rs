@@ -110,10 +110,11 @@ impl HeldRows {
         &self.shards[(mixed >> 60) as usize]
     }
 
-    /// A committed create: held if it is pending, live and of the packed
+    /// A committed create (`key` is its id, which the commit consumer has
+    /// parsed already): held if it is pending, live and of the packed
     /// shape; otherwise left to SQLite.
-    pub fn created(&self, row: &VerificationRow) {
-        let Some(record) = pack(row) else {
+    pub fn created(&self, key: VerificationKey, row: &VerificationRow) {
+        let Some(record) = pack(key, row) else {
             return;
         };
         let needs = std::mem::size_of::<Record>() + text_bytes(&row.client_ref, &row.info);
@@ -180,8 +181,7 @@ impl HeldRows {
 
 /// `row` as a record, when it is pending, live and every field it shows
 /// can be rebuilt exactly from the record.
-fn pack(row: &VerificationRow) -> Option<Record> {
-    let key = VerificationKey::parse(&row.id)?;
+fn pack(key: VerificationKey, row: &VerificationRow) -> Option<Record> {
     let plain = row.livemode
         && row.status == Status::Pending
         && row.completed_at.is_none()
@@ -454,7 +454,7 @@ mod tests {
             row(4, &"r".repeat(120), &"é".repeat(500)),
         ];
         for r in &rows {
-            held.created(r);
+            held.created(key(r), r);
         }
         assert_eq!(held.count(), rows.len());
         for r in &rows {
@@ -486,7 +486,7 @@ mod tests {
             &other_moment,
             &other_expiry,
         ] {
-            held.created(r);
+            held.created(key(r), r);
             assert!(
                 held.render(key(r), r.owner(), |_| ()).is_none(),
                 "{} was held",
@@ -500,7 +500,7 @@ mod tests {
     fn another_companys_row_and_an_ended_one_are_not_found() {
         let held = HeldRows::default();
         let a = row(1, "a", "");
-        held.created(&a);
+        held.created(key(&a), &a);
         assert!(held.render(key(&a), Owner::from(8), |_| ()).is_none());
         let test_owner = Owner {
             company_id: 7,
@@ -513,7 +513,7 @@ mod tests {
         assert!(held.render(key(&a), a.owner(), |_| ()).is_none());
         assert_eq!(held.count(), 0);
         // Applied again (a repeat) it is held again, once.
-        held.created(&a);
+        held.created(key(&a), &a);
         assert_eq!(held.count(), 1);
         assert!(shows_as_itself(&held, &a));
     }
@@ -545,8 +545,10 @@ mod tests {
         let (held, absent): (Vec<_>, Vec<_>) =
             keys.iter().enumerate().partition(|(i, _)| i % 3 != 0);
         let mut shard = Shard::default();
+        let base = row(1, "", "");
+        let base_key = VerificationKey::parse(&base.id).unwrap();
         for (_, key) in &held {
-            let record = pack(&row(1, "", ""))
+            let record = pack(base_key, &base)
                 .map(|r| Record { key: **key, ..r })
                 .unwrap();
             shard.records.push_back(record);
@@ -575,7 +577,7 @@ mod tests {
             })
             .collect();
         for (n, r) in rows.iter().enumerate() {
-            held.created(r);
+            held.created(key(r), r);
             // Most end while held, as most verifications do.
             if n % 4 != 0 {
                 held.ended(&r.id);
