@@ -47,6 +47,12 @@ impl PackedNumber {
         Some(PackedNumber(count << VALUE_BITS | value))
     }
 
+    /// A value that grows with the numbers' order (`Ord`): what a search
+    /// over sorted numbers guesses from.
+    pub fn ordinal(self) -> u64 {
+        self.0
+    }
+
     fn digits_count(self) -> usize {
         // At most 15 by the invariant.
         (self.0 >> VALUE_BITS) as usize

@@ -24,9 +24,11 @@
 //! [`caller_evidence`] (how far the network vouches for a caller ID),
 //! [`test_pool`] and [`simulated_call`] (test mode's numbers and its
 //! simulated calls),
-//! [`number_health`] (numbers that stopped ringing, and their quarantine),
+//! [`number_health`] (numbers that stopped ringing, and their quarantine)
+//! and [`number_map`] (what it keeps per number, packed),
 //! [`ha`] (automatic failover: campaign, lease renewal, fence, promotion),
-//! [`ids`], [`apikey`] and [`csrf`] (tokens), [`webhook`],
+//! [`e164`] (a number in one word), [`guided_search`] (searching sorted
+//! keys that are spread evenly), [`ids`], [`apikey`] and [`csrf`] (tokens), [`webhook`],
 //! [`webhook_retry`] and [`webhook_schedule`] (payload, signature, retries,
 //! which delivery goes to which receiver next), [`dev_urls`], and [`sip`].
 //! The cargo-fuzz targets of the SIP edge, the HTTP head and the create body
@@ -42,6 +44,7 @@ pub mod csrf;
 pub mod dev_urls;
 pub mod e164;
 pub mod expiry;
+pub mod guided_search;
 pub mod ha;
 pub mod http_chunked;
 pub mod http_exercise;
@@ -50,6 +53,7 @@ pub mod idempotency;
 pub mod ids;
 pub mod lease;
 pub mod number_health;
+pub mod number_map;
 pub mod pool;
 pub mod promotion;
 pub mod ratelimit;

@@ -28,6 +28,7 @@
 //! with what [`NumberHealth::on_end`] returns.
 
 use crate::e164::PackedNumber;
+use crate::number_map::NumberMap;
 use crate::pool::Pool;
 use crate::time::UnixMillis;
 use std::collections::{HashMap, VecDeque};
@@ -238,12 +239,13 @@ impl PoolWindow {
 /// The health of every number that was leased or called since the start
 /// (or restored as quarantined), and each pool's window. A number enters
 /// on its first event, so a million configured numbers cost nothing until
-/// used; then its packed number and counters (48 bytes of map entry).
+/// used; then its packed number and counters: a 48-byte entry in a
+/// [`NumberMap`], about 52 bytes a number with the map's slack.
 /// Numbers are `+` and digits ([`PackedNumber`]): the API takes their text,
 /// as its callers hold it.
 #[derive(Default)]
 pub struct NumberHealth {
-    numbers: HashMap<PackedNumber, Number>,
+    numbers: NumberMap<Number>,
     pools: HashMap<Pool, PoolWindow>,
 }
 
@@ -265,12 +267,9 @@ pub fn k_for(p: f64, leases_per_day: f64) -> Option<u32> {
 /// `number`'s entry, made on its first event. Every number the service
 /// leases or answers is `+` and digits (the lease table holds nothing
 /// else); any other text has no entry and its events count nowhere.
-fn entry<'a>(
-    numbers: &'a mut HashMap<PackedNumber, Number>,
-    number: &str,
-) -> Option<&'a mut Number> {
+fn entry<'a>(numbers: &'a mut NumberMap<Number>, number: &str) -> Option<&'a mut Number> {
     let packed = PackedNumber::parse(number)?;
-    Some(numbers.entry(packed).or_default())
+    Some(numbers.entry(packed))
 }
 
 impl NumberHealth {
@@ -377,7 +376,7 @@ impl NumberHealth {
     /// Ends a quarantine (the operator's `number release`); its run starts
     /// again from zero. False if it was not quarantined.
     pub fn release(&mut self, number: &str) -> bool {
-        let Some(n) = PackedNumber::parse(number).and_then(|p| self.numbers.get_mut(&p)) else {
+        let Some(n) = PackedNumber::parse(number).and_then(|p| self.numbers.get_mut(p)) else {
             return false;
         };
         n.uncalled_in_a_row = 0;
@@ -386,12 +385,12 @@ impl NumberHealth {
 
     pub fn counters(&self, number: &str) -> Option<Counters> {
         let packed = PackedNumber::parse(number)?;
-        self.numbers.get(&packed).map(Number::counters)
+        self.numbers.get(packed).map(Number::counters)
     }
 
     /// Every number seen, with its counters, in no particular order.
     pub fn iter(&self) -> impl Iterator<Item = (PackedNumber, Counters)> + '_ {
-        self.numbers.iter().map(|(k, n)| (*k, n.counters()))
+        self.numbers.iter().map(|(k, n)| (k, n.counters()))
     }
 
     /// The quarantined numbers.
@@ -399,7 +398,7 @@ impl NumberHealth {
         self.numbers
             .iter()
             .filter(|(_, n)| n.quarantined())
-            .map(|(k, _)| *k)
+            .map(|(k, _)| k)
     }
 }
 

@@ -36,6 +36,7 @@
 //! SQLite), nor deciding anything.
 
 use dialproof_engine::e164::PackedNumber;
+use dialproof_engine::guided_search;
 use dialproof_engine::ids::{VerificationKey, VERIFICATION_ID_LEN};
 use dialproof_engine::verification::Status;
 use dialproof_storage::{Owner, VerificationRow, VerificationView};
@@ -49,8 +50,6 @@ pub const HELD_BYTES_MAX: usize = 12 * 1024 * 1024;
 /// meet on one lock (each holds it for a search and a render at most).
 const SHARDS: usize = 16;
 const _: () = assert!(SHARDS == 1 << 4, "the shard index is a hash's top 4 bits");
-/// Interpolation steps a search takes before it bisects.
-const INTERPOLATIONS_MAX: usize = 6;
 /// A record with neither `client_ref` nor `info`.
 const NO_TEXT: u32 = u32::MAX;
 /// Text sweeps are not worth it below this many bytes of text.
@@ -221,44 +220,15 @@ fn text_lens(text: &[u8], at: usize) -> (usize, usize) {
 
 impl Shard {
     /// Where `key` is among the sorted records (`Err`: where it would go).
-    /// Interpolation first: keys are issued in time order at a fairly
+    /// Guided by the key's time: keys are issued in time order at a fairly
     /// steady rate, so the place a key's time takes between the first and
-    /// the last key's is close to its index, and a few guesses narrow
-    /// thousands of records to a handful; a binary search finishes. Why:
-    /// over 150,000 held verifications a plain binary search was a tenth
-    /// of the server's CPU per GET (14 dependent probes, most of them
-    /// cache misses; `perf` of `tools/read-ab.sh`).
+    /// the last key's is close to its index. Why: over 150,000 held
+    /// verifications a plain binary search was a tenth of the server's CPU
+    /// per GET (14 dependent probes, most of them cache misses; `perf` of
+    /// `tools/read-ab.sh`).
     fn position(&self, key: VerificationKey) -> Result<usize, usize> {
         let records = &self.records;
-        let (mut lo, mut hi) = (0, records.len());
-        let target = key.high_bits();
-        for _ in 0..INTERPOLATIONS_MAX {
-            if hi - lo <= 16 {
-                break;
-            }
-            let (first, last) = (records[lo].key.high_bits(), records[hi - 1].key.high_bits());
-            if target <= first || target >= last {
-                break;
-            }
-            // first < target < last, so the guess is in lo..hi - 1.
-            let span = u128::from(last - first);
-            let offset = u128::from(target - first) * (hi - 1 - lo) as u128 / span;
-            let guess = lo + offset as usize;
-            match records[guess].key.cmp(&key) {
-                std::cmp::Ordering::Equal => return Ok(guess),
-                std::cmp::Ordering::Less => lo = guess + 1,
-                std::cmp::Ordering::Greater => hi = guess,
-            }
-        }
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            match records[mid].key.cmp(&key) {
-                std::cmp::Ordering::Equal => return Ok(mid),
-                std::cmp::Ordering::Less => lo = mid + 1,
-                std::cmp::Ordering::Greater => hi = mid,
-            }
-        }
-        Err(lo)
+        guided_search::position(records.len(), |i| records[i].key, key, |k| k.high_bits())
     }
 
     fn find(&self, key: VerificationKey) -> Option<&Record> {
