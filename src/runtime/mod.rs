@@ -14,6 +14,7 @@ pub mod expiry;
 pub mod ha_child;
 pub mod heartbeat;
 pub mod log_sink;
+pub mod malloc;
 pub mod preflight;
 pub mod promotion;
 pub mod recovery;

@@ -70,6 +70,7 @@ pub struct Running {
 /// The service as the operator starts it: the system clock, stopped by
 /// SIGTERM or SIGINT, reloaded by SIGHUP.
 pub fn run(config_path: Option<PathBuf>, serve: &ServeArgs) -> Result<()> {
+    crate::runtime::malloc::tune();
     let running = start(config_path, Clock::system(), serve)?;
     // Before the READY line: whoever waits for it may signal at once.
     signal_hook::flag::register(signal_hook::consts::SIGHUP, running.hup.clone())?;
