@@ -1,0 +1,81 @@
+//! Number health's per-lease work, at the size of the memory targets
+//! (600,000 numbers, every one already seen), with a hash map as the
+//! baseline in the same run:
+//! - `map_lookup` and `hash_map_lookup`: finding one number's 40 bytes of
+//!   counters among 600,000, in `engine/src/number_map.rs`'s sorted array
+//!   and in a `HashMap` of the same entries (what number health held
+//!   before; 86 B a number against 48);
+//! - `lease_and_end`: what the commit consumer does for a lease and its
+//!   completion (`NumberHealth::on_lease` and `on_end`), text parsing
+//!   included.
+//!
+//! The numbers are picked at random (a seeded generator), as leases
+//! rotate over a pool, not one hot number.
+//!
+//! Run: `cargo bench --bench number_health` (about 20 s). Figures go in
+//! benches/README.md.
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use dialproof_engine::e164::PackedNumber;
+use dialproof_engine::number_health::{Ending, NumberHealth};
+use dialproof_engine::number_map::NumberMap;
+use dialproof_engine::pool::Pool;
+use dialproof_engine::sip::rng::SplitMix64;
+use dialproof_engine::time::UnixMillis;
+use std::collections::HashMap;
+use std::hint::black_box;
+
+const NUMBERS_COUNT: u64 = 600_000;
+const PICKS_COUNT: usize = 1 << 20;
+
+fn text(i: u64) -> String {
+    format!("+7495{:07}", 1_000_000 + i)
+}
+
+fn bench(c: &mut Criterion) {
+    let texts: Vec<String> = (0..NUMBERS_COUNT).map(text).collect();
+    let packed: Vec<PackedNumber> = texts
+        .iter()
+        .map(|t| PackedNumber::parse(t).expect("a number"))
+        .collect();
+    let mut rng = SplitMix64::new(0x5EED);
+    let picks: Vec<usize> = (0..PICKS_COUNT)
+        .map(|_| rng.below(NUMBERS_COUNT) as usize)
+        .collect();
+    let mut map: NumberMap<[u64; 5]> = NumberMap::default();
+    let mut hash: HashMap<PackedNumber, [u64; 5]> = HashMap::new();
+    for n in &packed {
+        *map.entry(*n) = [1; 5];
+        hash.insert(*n, [1; 5]);
+    }
+    let mut health = NumberHealth::new();
+    for t in &texts {
+        health.on_lease(t, Pool::Domestic, UnixMillis(0));
+    }
+
+    let mut g = c.benchmark_group("number_health");
+    let mut at = 0;
+    let mut next = move || {
+        at = (at + 1) % PICKS_COUNT;
+        picks[at]
+    };
+    g.bench_function("map_lookup", |b| {
+        b.iter(|| black_box(map.get_mut(packed[next()]).map(|v| v[0] += 1)))
+    });
+    g.bench_function("hash_map_lookup", |b| {
+        b.iter(|| black_box(hash.get_mut(&packed[next()]).map(|v| v[0] += 1)))
+    });
+    let mut now = 0;
+    g.bench_function("lease_and_end", |b| {
+        b.iter(|| {
+            let number = &texts[next()];
+            now += 1;
+            health.on_lease(number, Pool::Domestic, UnixMillis(now));
+            black_box(health.on_end(number, Pool::Domestic, Ending::Completed, UnixMillis(now)))
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
