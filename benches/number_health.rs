@@ -7,7 +7,10 @@
 //!   before; 86 B a number against 48);
 //! - `lease_and_end`: what the commit consumer does for a lease and its
 //!   completion (`NumberHealth::on_lease` and `on_end`), text parsing
-//!   included.
+//!   included;
+//! - `fill_600k` and `hash_map_fill_600k`: 600,000 numbers seen for the
+//!   first time, in random order (the array's merges included: what a
+//!   service pays once, as its numbers are first leased).
 //!
 //! The numbers are picked at random (a seeded generator), as leases
 //! rotate over a pool, not one hot number.
@@ -53,6 +56,12 @@ fn bench(c: &mut Criterion) {
         health.on_lease(t, Pool::Domestic, UnixMillis(0));
     }
 
+    // Every number once, in random order (Fisher-Yates).
+    let mut shuffled = packed.clone();
+    for i in (1..shuffled.len()).rev() {
+        shuffled.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+
     let mut g = c.benchmark_group("number_health");
     let mut at = 0;
     let mut next = move || {
@@ -72,6 +81,28 @@ fn bench(c: &mut Criterion) {
             now += 1;
             health.on_lease(number, Pool::Domestic, UnixMillis(now));
             black_box(health.on_end(number, Pool::Domestic, Ending::Completed, UnixMillis(now)))
+        })
+    });
+    g.finish();
+
+    let mut g = c.benchmark_group("number_health");
+    g.sample_size(10);
+    g.bench_function("fill_600k", |b| {
+        b.iter(|| {
+            let mut map: NumberMap<[u64; 5]> = NumberMap::default();
+            for n in &shuffled {
+                map.entry(*n)[0] += 1;
+            }
+            black_box(map.len())
+        })
+    });
+    g.bench_function("hash_map_fill_600k", |b| {
+        b.iter(|| {
+            let mut hash: HashMap<PackedNumber, [u64; 5]> = HashMap::new();
+            for n in &shuffled {
+                hash.entry(*n).or_default()[0] += 1;
+            }
+            black_box(hash.len())
         })
     });
     g.finish();
