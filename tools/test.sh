@@ -26,11 +26,12 @@ cd "$(dirname "$0")/.."
 # packaged unit and dpkg-deb, setpriv and curl for the package test
 # (tools/deb/).
 # etcd (etcd-server) runs the three-member cluster of tests/it/ha/, and
-# `dialproof ha` there needs setpriv (util-linux).
+# `dialproof ha` there needs setpriv (util-linux). valgrind watches the
+# coroutine runtime for writes to freed memory (tests/it/resilience/coroutines.rs).
 required=("cc:build-essential" "chromium:chromium" "sipp:sip-tester" "kamailio:kamailio" "python3:python3"
   "unshare:util-linux" "ip:iproute2" "/bin/kill:procps" "promtool:prometheus"
   "systemd-analyze:systemd" "dpkg-deb:dpkg" "setpriv:util-linux" "curl:curl"
-  "etcd:etcd-server")
+  "etcd:etcd-server" "valgrind:valgrind")
 need_pkgs=()
 for pair in "${required[@]}"; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need_pkgs+=("${pair#*:}")
