@@ -28,8 +28,8 @@
 //! and [`number_map`] (what it keeps per number, packed),
 //! [`ha`] (automatic failover: campaign, lease renewal, fence, promotion),
 //! [`e164`] (a number in one word), [`guided_search`] (searching sorted
-//! keys that are spread evenly), [`ids`], [`apikey`] and [`csrf`] (tokens), [`webhook`],
-//! [`webhook_retry`] and [`webhook_schedule`] (payload, signature, retries,
+//! keys that are spread evenly), [`ids`], [`apikey`] and [`csrf`]
+//! (tokens), [`webhook`], [`webhook_retry`] and [`webhook_schedule`] (payload, signature, retries,
 //! which delivery goes to which receiver next), [`dev_urls`], and [`sip`].
 //! The cargo-fuzz targets of the SIP edge, the HTTP head and the create body
 //! are in `engine/fuzz/` (a workspace of its own; see its README).

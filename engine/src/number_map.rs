@@ -82,12 +82,12 @@ impl<V: Copy + Default> NumberMap<V> {
         if let Ok(at) = self.position(number) {
             return &mut self.sorted[at].1;
         }
-        if !self.recent.contains_key(&number)
-            && self.recent.len() >= RECENT_MIN.max(self.sorted.len() / RECENT_SHARE)
+        // Full, and this number would be one more: merge first (the
+        // hash lookup only when full).
+        if self.recent.len() >= RECENT_MIN.max(self.sorted.len() / RECENT_SHARE)
+            && !self.recent.contains_key(&number)
         {
             self.merge();
-            // The merge moved every number to the array; this one is new.
-            self.recent.insert(number, V::default());
         }
         self.recent.entry(number).or_default()
     }
@@ -123,7 +123,8 @@ impl<V: Copy + Default> NumberMap<V> {
 
     /// Bytes the map holds on the heap, as far as it can tell (the hash
     /// map's control bytes and slack estimated from its capacity).
-    pub fn heap_bytes(&self) -> usize {
+    #[cfg(test)]
+    fn heap_bytes(&self) -> usize {
         let entry = std::mem::size_of::<(PackedNumber, V)>();
         self.sorted.capacity() * entry + self.recent.capacity() * (entry + 1)
     }
