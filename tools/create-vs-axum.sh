@@ -12,7 +12,13 @@
 #   a. create: wrk -t2 -c50 POST /api/v1/verifications/, each request with
 #      the next of the KEYS keys (committed before its 201 on both sides);
 #   b. GET /api/v1/verifications/<id>/ of the verification each key made
-#      before the rounds.
+#      before the rounds (one hot id per key);
+#   c. GET of a random id, with a random key, among the WORKING_SET
+#      verifications (default 150000) created on each server before the
+#      rounds: what clients that poll the verifications they created in the
+#      last minutes do. Both servers get the same count, created by wrk with
+#      the create body (untimed); the ids come from each server's database.
+#      WORKING_SET=0 leaves this out.
 #
 # Then a table of req/s per server per round, the ratio Dialproof/axum for
 # create and GET, the medians, the non-2xx answers (wrk counts status >= 400
@@ -37,8 +43,9 @@ CONNECTIONS=${CONNECTIONS:-50}
 # wrk needs at least one connection per thread: CONNECTIONS=1 is a client
 # that sends one request at a time.
 WRK_THREADS=$((CONNECTIONS < 2 ? CONNECTIONS : 2))
+WORKING_SET=${WORKING_SET:-150000}
 POOL_MAX=1048000
-POOL=${POOL:-$((50000 * DURATION * ROUNDS < POOL_MAX ? 50000 * DURATION * ROUNDS : POOL_MAX))}
+POOL=${POOL:-$((50000 * DURATION * ROUNDS + WORKING_SET < POOL_MAX ? 50000 * DURATION * ROUNDS + WORKING_SET : POOL_MAX))}
 # A development URL on loopback's discard port: accepted by both servers'
 # SSRF rules, and no webhook is ever due during the run.
 WEBHOOK_URL=http://127.0.0.1:9/hook
@@ -120,20 +127,36 @@ make_ids() { # name addr cacert
 make_ids dialproof "$DP_ADDR" "$DIR/data/tls/cert.pem"
 make_ids axum "$AX_ADDR" "$DIR/axum-tls/cert.pem"
 
-# The one script both servers get. MODE picks the request; every request
-# string is built once per thread (key i with the id key i made).
+# The one script both servers get. MODE picks the request: create, get
+# (key i with the id key i made; every request string built once per
+# thread), getws (a random id of IDS_FILE with a random key, built per
+# request) or prefill (creates until this thread has had QUOTA answers).
 cat > "$DIR/bench.lua" <<EOF
 local mode = os.getenv("MODE")
-local keys, ids, reqs = {}, {}, {}
+local quota = tonumber(os.getenv("QUOTA") or "0")
+local keys, ids, reqs, auths = {}, {}, {}, {}
 for line in io.lines(os.getenv("KEYS_FILE")) do keys[#keys + 1] = line end
 for line in io.lines(os.getenv("IDS_FILE")) do ids[#ids + 1] = line end
 local body = '$BODY'
 local threads = 0
+local answered = 0
 function setup(thread)
   thread:set("first", threads)
   threads = threads + 1
 end
+function response(status, headers, body)
+  if quota > 0 then
+    answered = answered + 1
+    if answered >= quota then wrk.thread:stop() end
+  end
+end
 function init(args)
+  math.randomseed(1000 + (first or 0))
+  for i, key in ipairs(keys) do
+    auths[i] = { ["Authorization"] = "Bearer " .. key }
+  end
+  if mode == "getws" then return end
+  if mode == "prefill" then mode = "create" end
   for i, key in ipairs(keys) do
     local auth = "Bearer " .. key
     if mode == "create" then
@@ -148,13 +171,53 @@ function init(args)
   n = (first or 0) * math.floor(#reqs / 2)
 end
 function request()
+  if mode == "getws" then
+    return wrk.format("GET", "/api/v1/verifications/" .. ids[math.random(#ids)] .. "/",
+      auths[math.random(#auths)])
+  end
   n = n + 1
   return reqs[n % #reqs + 1]
 end
 EOF
 
+# The working set: WORKING_SET creates on each server (wrk stops each
+# thread at its share of answers), then every id each database holds
+# beyond the per-key ones (the first WORKING_SET pending, by id), so both
+# servers are read over the same count.
+prefill() { # name addr database
+  [ "$WORKING_SET" -gt 0 ] || return 0
+  MODE=prefill QUOTA=$((WORKING_SET / WRK_THREADS + 1)) KEYS_FILE="$DIR/$1.keys" IDS_FILE="$DIR/$1.ids" \
+    wrk -t"$WRK_THREADS" -c"$CONNECTIONS" -d600s -s "$DIR/bench.lua" "https://$2/" > "$DIR/prefill-$1.txt" &
+  local wrk_pid=$!
+  # wrk's main thread sleeps out its duration even when every thread has
+  # stopped; SIGINT ends it once the database holds the working set.
+  until python3 -c 'import sqlite3, sys
+n = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True).execute(
+    "SELECT count(*) FROM verifications").fetchone()[0]
+sys.exit(0 if n >= int(sys.argv[2]) else 1)' "$3" $((WORKING_SET + KEYS)); do
+    kill -0 "$wrk_pid" 2>/dev/null || { echo "$1: wrk ended before the working set was made" >&2; exit 1; }
+    sleep 1
+  done
+  kill -INT "$wrk_pid"; wait "$wrk_pid" || true
+  python3 - "$3" "$DIR/$1.ids" "$WORKING_SET" > "$DIR/$1.ws" <<'PY'
+import sqlite3, sys
+db, own, want = sys.argv[1], set(open(sys.argv[2]).read().split()), int(sys.argv[3])
+rows = sqlite3.connect(f"file:{db}?mode=ro", uri=True).execute(
+    "SELECT id FROM verifications WHERE status = 'pending' ORDER BY id").fetchall()
+ids = [r[0] for r in rows if r[0] not in own]
+if len(ids) < want:
+    sys.exit(f"{db}: {len(ids)} pending verifications after the prefill, {want} wanted")
+print("\n".join(ids[:want]))
+PY
+  echo "$1: working set of $(grep -c ^ver_ "$DIR/$1.ws") pending verifications"
+}
+prefill dialproof "$DP_ADDR" "$DIR/data/dialproof.db"
+prefill axum "$AX_ADDR" "$DIR/axum.db"
+
 run() { # mode name addr round
-  MODE=$1 KEYS_FILE="$DIR/$2.keys" IDS_FILE="$DIR/$2.ids" \
+  local ids="$DIR/$2.ids"
+  [ "$1" = getws ] && ids="$DIR/$2.ws"
+  MODE=$1 KEYS_FILE="$DIR/$2.keys" IDS_FILE="$ids" \
     wrk -t"$WRK_THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --latency -s "$DIR/bench.lua" "https://$3/" \
     > "$DIR/$1-$2-$4.txt"
   awk -v label="$1 $2 round $4" '
@@ -172,12 +235,16 @@ for round in $(seq "$ROUNDS"); do
   run create axum "$AX_ADDR" "$round"
   run get dialproof "$DP_ADDR" "$round"
   run get axum "$AX_ADDR" "$round"
+  if [ "$WORKING_SET" -gt 0 ]; then
+    run getws dialproof "$DP_ADDR" "$round"
+    run getws axum "$AX_ADDR" "$round"
+  fi
 done
 
 echo "== summary: wrk -t$WRK_THREADS -c$CONNECTIONS -d${DURATION}s, $KEYS keys, $ROUNDS rounds; load average now: $(cut -d' ' -f1-3 /proc/loadavg)"
-python3 - "$DIR" "$ROUNDS" <<'EOF'
+python3 - "$DIR" "$ROUNDS" "$WORKING_SET" <<'EOF'
 import re, sqlite3, statistics, sys
-d, rounds = sys.argv[1], int(sys.argv[2])
+d, rounds, ws = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 def wrk(mode, name, r):
     t = open(f"{d}/{mode}-{name}-{r}.txt").read()
     bad = re.search(r"Non-2xx or 3xx responses: (\d+)", t)
@@ -200,6 +267,19 @@ for r in range(1, rounds + 1):
 m = {k: statistics.median(v) for k, v in cols.items()}
 print(f"median   {m['cd']:16.0f} {m['ca']:12.0f} {m['cd'] / m['ca']:6.2f}   {m['gd']:13.0f} {m['ga']:9.0f} {m['gd'] / m['ga']:6.2f}"
       f"   (median of the per-round ratios: create {m['cr']:.2f}, GET {m['gr']:.2f})")
+if ws:
+    print(f"GET of a random id among {ws} pending verifications (the working set):")
+    print(f"{'':8} {'dialproof':>16} {'axum':>12} {'ratio':>6}")
+    wd, wa = [], []
+    for r in range(1, rounds + 1):
+        (d_, *bd), (a_, *ba) = wrk("getws", "dialproof", r), wrk("getws", "axum", r)
+        for k, v in (("GET working set dialproof", bd), ("GET working set axum", ba)):
+            bad[k] = [a + b for a, b in zip(bad.get(k, [0, 0, 0]), v)]
+        wd.append(d_); wa.append(a_)
+        print(f"round {r:<2} {d_:16.0f} {a_:12.0f} {d_ / a_:6.2f}")
+    md, ma = statistics.median(wd), statistics.median(wa)
+    print(f"median   {md:16.0f} {ma:12.0f} {md / ma:6.2f}"
+          f"   (median of the per-round ratios: {statistics.median(x / y for x, y in zip(wd, wa)):.2f})")
 for k, (non2xx, sock, total) in bad.items():
     print(f"{k}: {total} requests, {non2xx} non-2xx, {sock} socket errors")
 for name, db in (("dialproof", f"{d}/data/dialproof.db"), ("axum", f"{d}/axum.db")):

@@ -166,7 +166,15 @@ impl Watched {
     }
 
     /// Sets may's read timeout and the watchdog's deadline for the reads.
+    /// Setting the value it already has does nothing: may also sets it on
+    /// the socket (a `setsockopt`), and the HTTP layer sets the same idle
+    /// slice before every request on a keep-alive connection, so that was
+    /// a system call per request for nothing. Only this type sets the
+    /// socket's timeout, so the value held here is the socket's.
     pub fn set_read_timeout(&mut self, dur: Option<Duration>) -> io::Result<()> {
+        if dur == self.read_timeout {
+            return Ok(());
+        }
         self.tcp.set_read_timeout(dur)?;
         self.read_timeout = dur;
         Ok(())
@@ -245,6 +253,34 @@ mod tests {
         drop(b);
         drop(a);
         assert!(dog.watched.lock().is_empty(), "entries left after drop");
+    }
+
+    #[test]
+    fn setting_the_same_read_timeout_again_leaves_the_socket_alone() {
+        let dog = Watchdog::start("test").unwrap();
+        let (s, _peer) = pair();
+        // The same socket through a second descriptor, to see its option.
+        let fd = s.as_raw_fd();
+        // The descriptor is open while `s` lives (it is moved into `w`).
+        let beside = std::net::TcpStream::from(
+            unsafe { BorrowedFd::borrow_raw(fd) }
+                .try_clone_to_owned()
+                .unwrap(),
+        );
+        let mut w = dog.watch(s);
+        w.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+        assert_eq!(beside.read_timeout().unwrap(), Some(Duration::from_secs(1)));
+        beside
+            .set_read_timeout(Some(Duration::from_secs(3)))
+            .unwrap();
+        w.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+        assert_eq!(
+            beside.read_timeout().unwrap(),
+            Some(Duration::from_secs(3)),
+            "design choice: an unchanged read timeout is not set again (one setsockopt per request saved)"
+        );
+        w.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        assert_eq!(beside.read_timeout().unwrap(), Some(Duration::from_secs(2)));
     }
 
     #[test]
