@@ -34,8 +34,52 @@ impl UnixMillis {
     }
 }
 
+/// Bytes of a moment's text: `YYYY-MM-DDTHH:MM:SS.mmmZ`.
+pub const RFC3339_LEN: usize = 24;
+
+impl UnixMillis {
+    /// The moment's RFC 3339 text as ASCII digits written straight into an
+    /// array, for years 0 to 9999 (`None` outside them; [`fmt::Display`]
+    /// then writes the longer form). Why not `write!`: every moment of
+    /// every answer went through `core::fmt`'s padded integers, and through
+    /// JSON's escaping once per piece (about 4 % of a GET's CPU over a
+    /// working set); this is the same text with neither.
+    pub fn rfc3339_bytes(self) -> Option<[u8; RFC3339_LEN]> {
+        let secs = self.0.div_euclid(1000);
+        let days = secs.div_euclid(86_400);
+        let sod = secs.rem_euclid(86_400);
+        let (y, m, d) = civil_from_days(days);
+        if !(0..=9999).contains(&y) {
+            return None;
+        }
+        let mut out = *b"0000-00-00T00:00:00.000Z";
+        put_digits(&mut out[0..4], y);
+        put_digits(&mut out[5..7], i64::from(m));
+        put_digits(&mut out[8..10], i64::from(d));
+        put_digits(&mut out[11..13], sod / 3600);
+        put_digits(&mut out[14..16], (sod / 60) % 60);
+        put_digits(&mut out[17..19], sod % 60);
+        put_digits(&mut out[20..23], self.0.rem_euclid(1000));
+        Some(out)
+    }
+}
+
+/// Writes `value` (non-negative, fewer digits than `into` holds) as decimal
+/// digits filling `into`, zero-padded on the left.
+fn put_digits(into: &mut [u8], mut value: i64) {
+    for slot in into.iter_mut().rev() {
+        // 0..=9 after the remainder, so the cast cannot truncate.
+        *slot = b'0' + (value % 10) as u8;
+        value /= 10;
+    }
+}
+
 impl fmt::Display for UnixMillis {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(text) = self.rfc3339_bytes() {
+            // Only ASCII digits and separators were written.
+            return f.write_str(std::str::from_utf8(&text).map_err(|_| fmt::Error)?);
+        }
         let secs = self.0.div_euclid(1000);
         let millis = self.0.rem_euclid(1000);
         let days = secs.div_euclid(86_400);
@@ -110,6 +154,44 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The text `write!` gives, the form the digit writer must match.
+    fn formatted(at: UnixMillis) -> String {
+        let secs = at.0.div_euclid(1000);
+        let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
+        let sod = secs.rem_euclid(86_400);
+        format!(
+            "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+            sod / 3600,
+            (sod / 60) % 60,
+            sod % 60,
+            at.0.rem_euclid(1000)
+        )
+    }
+
+    #[test]
+    fn the_digit_writer_writes_what_write_would() {
+        let mut rng = crate::sip::rng::SplitMix64::new(11);
+        let year_10000 = parse_date("9999-12-31").unwrap().0 + 86_400_000;
+        let year_0 = -62_167_219_200_000;
+        let mut moments = vec![0, 1, 999, 1000, 86_399_999, year_10000 - 1, year_0, -1];
+        moments.extend((0..20_000).map(|_| (rng.next_u64() % year_10000 as u64) as i64));
+        moments.extend((0..2_000).map(|_| -((rng.next_u64() % -year_0 as u64) as i64)));
+        for at in moments.into_iter().map(UnixMillis) {
+            let text = at.rfc3339_bytes().expect("years 0 to 9999");
+            assert_eq!(std::str::from_utf8(&text).unwrap(), formatted(at), "{at:?}");
+            assert_eq!(at.to_string(), formatted(at));
+        }
+        // Outside those years, the longer form `write!` gives.
+        for at in [year_10000, year_0 - 1, i64::MAX, i64::MIN / 2].map(UnixMillis) {
+            assert_eq!(at.rfc3339_bytes(), None, "{at:?}");
+            assert_eq!(at.to_string(), formatted(at));
+        }
+        assert_eq!(
+            UnixMillis(1_800_000_005_007).to_string(),
+            "2027-01-15T08:00:05.007Z"
+        );
+    }
 
     #[test]
     fn dates_parse_strictly_and_round_trip() {

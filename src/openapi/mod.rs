@@ -88,7 +88,15 @@ pub struct Moment(pub UnixMillis);
 
 impl Serialize for Moment {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(&self.0)
+        // One string of 24 ASCII bytes (`collect_str` went through
+        // `core::fmt` and escaped each of its pieces).
+        match self.0.rfc3339_bytes() {
+            Some(text) => match std::str::from_utf8(&text) {
+                Ok(text) => serializer.serialize_str(text),
+                Err(_) => serializer.collect_str(&self.0),
+            },
+            None => serializer.collect_str(&self.0),
+        }
     }
 }
 
