@@ -30,8 +30,9 @@
 # POOL is each server's domestic number pool: 50000 per second of creates
 # measured (Dialproof makes about 30000/s here), at most 1048000 (Dialproof
 # holds at most 2^20 numbers). It must exceed every create of the run, or
-# the 503s show as non-2xx: DURATION x ROUNDS of 30 (10 s x 3 rounds) is
-# about the most that fits at 30000 creates/s. Needs wrk (apt-get install wrk), curl and python3. Everything
+# the 503s show as non-2xx: the default is 50000 x DURATION x ROUNDS plus
+# WORKING_SET, and DURATION x ROUNDS of 30 (10 s x 3 rounds) is about the
+# most that fits at 30000 creates/s. Needs wrk (apt-get install wrk), curl and python3. Everything
 # stays on 127.0.0.1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -153,18 +154,13 @@ end
 function init(args)
   math.randomseed(1000 + (first or 0))
   for i, key in ipairs(keys) do
-    auths[i] = { ["Authorization"] = "Bearer " .. key }
-  end
-  if mode == "getws" then return end
-  if mode == "prefill" then mode = "create" end
-  for i, key in ipairs(keys) do
     local auth = "Bearer " .. key
-    if mode == "create" then
+    auths[i] = { ["Authorization"] = auth }
+    if mode == "create" or mode == "prefill" then
       reqs[i] = wrk.format("POST", "/api/v1/verifications/",
         { ["Authorization"] = auth, ["Content-Type"] = "application/json" }, body)
-    else
-      reqs[i] = wrk.format("GET", "/api/v1/verifications/" .. ids[i] .. "/",
-        { ["Authorization"] = auth })
+    elseif mode == "get" then
+      reqs[i] = wrk.format("GET", "/api/v1/verifications/" .. ids[i] .. "/", auths[i])
     end
   end
   -- The threads start half the keys apart, then go round-robin.

@@ -34,33 +34,75 @@ impl UnixMillis {
     }
 }
 
-/// Bytes of a moment's text: `YYYY-MM-DDTHH:MM:SS.mmmZ`.
-pub const RFC3339_LEN: usize = 24;
+/// A moment's fields in UTC, computed once for either way of writing them.
+struct Fields {
+    year: i64,
+    month: u32,
+    day: u32,
+    hour: i64,
+    minute: i64,
+    second: i64,
+    millis: i64,
+}
+
+/// A moment's RFC 3339 text, `YYYY-MM-DDTHH:MM:SS.mmmZ`, as 24 ASCII bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rfc3339([u8; 24]);
+
+impl Rfc3339 {
+    pub fn as_str(&self) -> &str {
+        // Only ASCII digits and separators are ever written into it.
+        std::str::from_utf8(&self.0).expect("an RFC 3339 text is ASCII")
+    }
+}
 
 impl UnixMillis {
-    /// The moment's RFC 3339 text as ASCII digits written straight into an
+    fn fields(self) -> Fields {
+        let secs = self.0.div_euclid(1000);
+        let sod = secs.rem_euclid(86_400);
+        let (year, month, day) = civil_from_days(secs.div_euclid(86_400));
+        Fields {
+            year,
+            month,
+            day,
+            hour: sod / 3600,
+            minute: (sod / 60) % 60,
+            second: sod % 60,
+            millis: self.0.rem_euclid(1000),
+        }
+    }
+
+    /// The moment's RFC 3339 text, its digits written straight into an
     /// array, for years 0 to 9999 (`None` outside them; [`fmt::Display`]
     /// then writes the longer form). Why not `write!`: every moment of
     /// every answer went through `core::fmt`'s padded integers, and through
     /// JSON's escaping once per piece (about 4 % of a GET's CPU over a
     /// working set); this is the same text with neither.
-    pub fn rfc3339_bytes(self) -> Option<[u8; RFC3339_LEN]> {
-        let secs = self.0.div_euclid(1000);
-        let days = secs.div_euclid(86_400);
-        let sod = secs.rem_euclid(86_400);
-        let (y, m, d) = civil_from_days(days);
-        if !(0..=9999).contains(&y) {
+    pub fn rfc3339(self) -> Option<Rfc3339> {
+        let f = self.fields();
+        if !(0..=9999).contains(&f.year) {
             return None;
         }
         let mut out = *b"0000-00-00T00:00:00.000Z";
-        put_digits(&mut out[0..4], y);
-        put_digits(&mut out[5..7], i64::from(m));
-        put_digits(&mut out[8..10], i64::from(d));
-        put_digits(&mut out[11..13], sod / 3600);
-        put_digits(&mut out[14..16], (sod / 60) % 60);
-        put_digits(&mut out[17..19], sod % 60);
-        put_digits(&mut out[20..23], self.0.rem_euclid(1000));
-        Some(out)
+        put_digits(&mut out[0..4], f.year);
+        put_digits(&mut out[5..7], i64::from(f.month));
+        put_digits(&mut out[8..10], i64::from(f.day));
+        put_digits(&mut out[11..13], f.hour);
+        put_digits(&mut out[14..16], f.minute);
+        put_digits(&mut out[17..19], f.second);
+        put_digits(&mut out[20..23], f.millis);
+        Some(Rfc3339(out))
+    }
+
+    /// The same text through `write!`: the form of years outside 0 to 9999
+    /// (a sign, or a fifth digit).
+    fn write_padded(self, out: &mut impl fmt::Write) -> fmt::Result {
+        let f = self.fields();
+        write!(
+            out,
+            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+            f.year, f.month, f.day, f.hour, f.minute, f.second, f.millis
+        )
     }
 }
 
@@ -76,22 +118,10 @@ fn put_digits(into: &mut [u8], mut value: i64) {
 
 impl fmt::Display for UnixMillis {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let Some(text) = self.rfc3339_bytes() {
-            // Only ASCII digits and separators were written.
-            return f.write_str(std::str::from_utf8(&text).map_err(|_| fmt::Error)?);
+        match self.rfc3339() {
+            Some(text) => f.write_str(text.as_str()),
+            None => self.write_padded(f),
         }
-        let secs = self.0.div_euclid(1000);
-        let millis = self.0.rem_euclid(1000);
-        let days = secs.div_euclid(86_400);
-        let sod = secs.rem_euclid(86_400);
-        let (y, m, d) = civil_from_days(days);
-        write!(
-            f,
-            "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z",
-            sod / 3600,
-            (sod / 60) % 60,
-            sod % 60
-        )
     }
 }
 
@@ -157,16 +187,9 @@ mod tests {
 
     /// The text `write!` gives, the form the digit writer must match.
     fn formatted(at: UnixMillis) -> String {
-        let secs = at.0.div_euclid(1000);
-        let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
-        let sod = secs.rem_euclid(86_400);
-        format!(
-            "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
-            sod / 3600,
-            (sod / 60) % 60,
-            sod % 60,
-            at.0.rem_euclid(1000)
-        )
+        let mut text = String::new();
+        at.write_padded(&mut text).unwrap();
+        text
     }
 
     #[test]
@@ -178,13 +201,13 @@ mod tests {
         moments.extend((0..20_000).map(|_| (rng.next_u64() % year_10000 as u64) as i64));
         moments.extend((0..2_000).map(|_| -((rng.next_u64() % -year_0 as u64) as i64)));
         for at in moments.into_iter().map(UnixMillis) {
-            let text = at.rfc3339_bytes().expect("years 0 to 9999");
-            assert_eq!(std::str::from_utf8(&text).unwrap(), formatted(at), "{at:?}");
+            let text = at.rfc3339().expect("years 0 to 9999");
+            assert_eq!(text.as_str(), formatted(at), "{at:?}");
             assert_eq!(at.to_string(), formatted(at));
         }
         // Outside those years, the longer form `write!` gives.
         for at in [year_10000, year_0 - 1, i64::MAX, i64::MIN / 2].map(UnixMillis) {
-            assert_eq!(at.rfc3339_bytes(), None, "{at:?}");
+            assert_eq!(at.rfc3339(), None, "{at:?}");
             assert_eq!(at.to_string(), formatted(at));
         }
         assert_eq!(

@@ -90,11 +90,8 @@ impl Serialize for Moment {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         // One string of 24 ASCII bytes (`collect_str` went through
         // `core::fmt` and escaped each of its pieces).
-        match self.0.rfc3339_bytes() {
-            Some(text) => match std::str::from_utf8(&text) {
-                Ok(text) => serializer.serialize_str(text),
-                Err(_) => serializer.collect_str(&self.0),
-            },
+        match self.0.rfc3339() {
+            Some(text) => serializer.serialize_str(text.as_str()),
             None => serializer.collect_str(&self.0),
         }
     }
