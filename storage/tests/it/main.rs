@@ -4,7 +4,8 @@
 //! ([`committed`]), verification transitions ([`transitions`]) and those by
 //! dial number ([`by_number`]), point reads on the calling thread
 //! ([`local_reads`]), the webhook outbox ([`deliveries`]),
-//! restarts, crashes and fail points ([`recovery`]), the WAL under
+//! restarts, crashes and fail points ([`recovery`]), the page size of new
+//! and existing files ([`pages`]), the WAL under
 //! never-pausing readers ([`wal`]), what Litestream replication asks of
 //! the store ([`replication`]), and a throughput figure ([`throughput`],
 //! ignored by default).
@@ -23,6 +24,7 @@ mod deliveries;
 mod group_commit;
 mod local_reads;
 mod migrations;
+mod pages;
 mod recovery;
 mod replication;
 mod test_mode;
