@@ -24,6 +24,7 @@ fn cancel_before_the_final_gets_200_and_487_and_the_call_still_counts() {
     );
     let out = run_uac(dir.path(), &sf, sip_addr(&server), dial, "127.0.0.1", 1);
     assert_sipp_ok(&out, dir.path(), &server);
+    wait_log_line(&server, "487 sent", std::time::Duration::from_secs(5));
     assert_eq!(count_logs(&server, "487 sent"), 1);
     // The INVITE carried the caller's number before the caller hung up:
     // the phone did call, so the verification completes.

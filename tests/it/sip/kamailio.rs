@@ -218,6 +218,7 @@ fn a_cancel_through_the_registrar() {
         eprintln!("kamailio:\n{}", s.kamailio.logs());
     }
     assert_sipp_ok(&out, dir.path(), &s.server);
+    wait_log_line(&s.server, "487 sent", Duration::from_secs(5));
     assert_eq!(count_logs(&s.server, "487 sent"), 1, "{}", s.server.logs());
     // The INVITE carried the caller before the caller hung up: it counts.
     let done = wait_status(&s, &id, "completed");

@@ -221,9 +221,44 @@ pub fn workdir() -> tempfile::TempDir {
         .expect("temp dir")
 }
 
-/// How many log lines contain `needle`.
+/// How long the count of a log line must stay the same before
+/// [`count_logs`] takes it: the service writes its lines from a buffer on
+/// a thread of its own within milliseconds, and the harness reads them
+/// from a pipe, so a line about what a peer has just been answered can
+/// land just after the peer's own report.
+const LOG_SETTLE: Duration = Duration::from_millis(150);
+/// The longest [`count_logs`] waits for the log to settle.
+const LOG_CATCH_UP: Duration = Duration::from_secs(3);
+
+/// How many log lines contain `needle`, once that count has stayed the
+/// same for [`LOG_SETTLE`] (at most [`LOG_CATCH_UP`]).
 pub fn count_logs(server: &Server, needle: &str) -> usize {
-    server.logs().lines().filter(|l| l.contains(needle)).count()
+    let count = || server.logs().lines().filter(|l| l.contains(needle)).count();
+    let started = Instant::now();
+    let (mut last, mut since) = (count(), Instant::now());
+    while since.elapsed() < LOG_SETTLE && started.elapsed() < LOG_CATCH_UP {
+        std::thread::sleep(Duration::from_millis(10));
+        let now = count();
+        if now != last {
+            (last, since) = (now, Instant::now());
+        }
+    }
+    last
+}
+
+/// Waits (up to `timeout`) for a log line containing `needle`; panics
+/// with the log if none comes. For a line the service writes as it
+/// answers a peer, which may land after the peer has its answer.
+pub fn wait_log_line(server: &Server, needle: &str, timeout: Duration) {
+    if server
+        .wait_for_log(timeout, |l| l.contains(needle))
+        .is_none()
+    {
+        panic!(
+            "no log line with {needle:?} within {timeout:?}:\n{}",
+            server.logs()
+        );
+    }
 }
 
 /// One call from sipp (caller 89161234567, expecting the service's 603) to
