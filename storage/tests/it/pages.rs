@@ -49,15 +49,7 @@ fn a_database_created_with_four_kib_pages_keeps_them_and_works() {
         conn.execute_batch("CREATE TABLE earlier (a INTEGER)")
             .expect("a first page");
     }
-    let admin = Admin::open(&path).expect("admin open");
-    let company = admin
-        .create_company("Acme", "whsec_a", T0)
-        .expect("company")
-        .id;
-    let key = admin
-        .create_key(company, "main", "acme0001", "hash-a", T0)
-        .expect("key")
-        .id;
+    let (company, key) = acme(&Admin::open(&path).expect("admin open"));
     let store = dialproof_storage::Store::open(&path, Default::default()).expect("store open");
     for n in 0..200 {
         let id = format!("ver_{n:026}");

@@ -35,14 +35,7 @@ pub fn db() -> Db {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("data").join("dialproof.db");
     let admin = Admin::open(&path).expect("admin open");
-    let company = admin
-        .create_company("Acme", "whsec_a", T0)
-        .expect("company")
-        .id;
-    let key = admin
-        .create_key(company, "main", "acme0001", "hash-a", T0)
-        .expect("key")
-        .id;
+    let (company, key) = acme(&admin);
     let other_company = admin
         .create_company("Other", "whsec_b", T0)
         .expect("company")
@@ -57,6 +50,20 @@ pub fn db() -> Db {
         key,
         other_company,
     }
+}
+
+/// The company "Acme" and its key "main", created through `admin`: their
+/// ids.
+pub fn acme(admin: &Admin) -> (CompanyId, i64) {
+    let company = admin
+        .create_company("Acme", "whsec_a", T0)
+        .expect("company")
+        .id;
+    let key = admin
+        .create_key(company, "main", "acme0001", "hash-a", T0)
+        .expect("key")
+        .id;
+    (company, key)
 }
 
 impl Db {

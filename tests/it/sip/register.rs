@@ -82,12 +82,6 @@ impl Drop for Registrar {
     }
 }
 
-fn wait_log(server: &Server, needle: &str, timeout: Duration) -> String {
-    server
-        .wait_for_log(timeout, |l| l.contains(needle))
-        .unwrap_or_else(|| panic!("no {needle:?} in the logs:\n{}", server.logs()))
-}
-
 #[test]
 fn registers_with_qop_digest_refreshes_then_loses_the_registration() {
     // Granted 4 s: refreshed at 2 s (granted again), at 4 s refused (403).
@@ -99,12 +93,12 @@ fn registers_with_qop_digest_refreshes_then_loses_the_registration() {
         PASSWORD,
     )));
     let token = server.new_client("Acme");
-    wait_log(&server, "sip line registered", Duration::from_secs(10));
+    wait_log_line(&server, "sip line registered", Duration::from_secs(10));
     let v = server.create_ok(&token, &body(RU_PHONE));
     let id = v["verification_id"].as_str().unwrap().to_owned();
 
     // The refresh is granted, then refused: the line goes down.
-    wait_log(&server, "registrar answered 403", Duration::from_secs(15));
+    wait_log_line(&server, "registrar answered 403", Duration::from_secs(15));
     registrar.finish(&server);
     assert_eq!(
         count_logs(&server, "sip line registered"),
@@ -136,7 +130,7 @@ fn registers_without_qop_and_unregisters_at_shutdown() {
         PASSWORD,
     )));
     let token = server.new_client("Acme");
-    wait_log(&server, "sip line registered", Duration::from_secs(10));
+    wait_log_line(&server, "sip line registered", Duration::from_secs(10));
     server.create_ok(&token, &body(RU_PHONE));
     let status = server.stop();
     assert!(status.success(), "{status:?}");
@@ -173,7 +167,7 @@ fn an_ip_auth_line_goes_down_when_its_pings_go_unanswered() {
     // Two pings answered, then the provider is gone.
     let out = wait_output(provider, SIPP_TIMEOUT);
     assert_sipp_ok(&out, dir.path(), &server);
-    wait_log(
+    wait_log_line(
         &server,
         "provider stopped answering pings",
         Duration::from_secs(15),

@@ -246,19 +246,18 @@ pub fn count_logs(server: &Server, needle: &str) -> usize {
     last
 }
 
-/// Waits (up to `timeout`) for a log line containing `needle`; panics
-/// with the log if none comes. For a line the service writes as it
-/// answers a peer, which may land after the peer has its answer.
-pub fn wait_log_line(server: &Server, needle: &str, timeout: Duration) {
-    if server
+/// Waits (up to `timeout`) for a log line containing `needle` and returns
+/// it; panics with the log if none comes. For a line the service writes
+/// as it answers a peer, which may land after the peer has its answer.
+pub fn wait_log_line(server: &Server, needle: &str, timeout: Duration) -> String {
+    server
         .wait_for_log(timeout, |l| l.contains(needle))
-        .is_none()
-    {
-        panic!(
-            "no log line with {needle:?} within {timeout:?}:\n{}",
-            server.logs()
-        );
-    }
+        .unwrap_or_else(|| {
+            panic!(
+                "no log line with {needle:?} within {timeout:?}:\n{}",
+                server.logs()
+            )
+        })
 }
 
 /// One call from sipp (caller 89161234567, expecting the service's 603) to
