@@ -71,8 +71,8 @@ impl IssuedIds {
 
     /// The `i`th pending row of [`pending_row`], with the next id.
     fn row(&mut self, i: u64, company_id: i64, api_key_id: i64) -> VerificationRow {
-        // Uniform in (0, 1]: the top 53 bits, plus one.
-        let uniform = ((self.rng.next_u64() >> 11) + 1) as f64 / (1u64 << 53) as f64;
+        // Uniform in (0, 1], so its logarithm is finite.
+        let uniform = 1.0 - self.rng.unit();
         self.at_micros += -uniform.ln() * 1e6 / CREATES_PER_SECOND;
         let at = UnixMillis((self.at_micros / 1e3) as i64);
         let random = u128::from(self.rng.next_u64()) << 64 | u128::from(self.rng.next_u64());
@@ -84,9 +84,9 @@ impl IssuedIds {
     }
 }
 
-/// A store holding [`ROWS`] verifications of one company's live key, and
-/// their ids.
-fn working_set(db: &std::path::Path) -> (Store, Owner, Vec<String>) {
+/// A store holding [`ROWS`] verifications of one company's live key, each
+/// also held in `held` as the commit consumer would hold it, and their ids.
+fn working_set(db: &std::path::Path, held: &HeldRows) -> (Store, Owner, Vec<String>) {
     let (company_id, key_id) = company_and_key(db);
     let store = Store::open(db, Options::default()).expect("store");
     let mut ids = Vec::with_capacity(ROWS as usize);
@@ -95,6 +95,7 @@ fn working_set(db: &std::path::Path) -> (Store, Owner, Vec<String>) {
         let (tx, rx) = mpsc::channel();
         for i in chunk * INSERT_CHUNK..(chunk + 1) * INSERT_CHUNK {
             let row = issued.row(i, company_id, key_id);
+            held.created(VerificationKey::parse(&row.id).expect("an issued id"), &row);
             ids.push(row.id.clone());
             let tx = tx.clone();
             let reply = Box::new(move |r: Result<_, _>| {
@@ -133,17 +134,12 @@ impl Order {
 
 fn bench_get(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let (store, owner, ids) = working_set(&dir.path().join("bench.db"));
+    let held = HeldRows::default();
+    let (store, owner, ids) = working_set(&dir.path().join("bench.db"), &held);
     let mut g = c.benchmark_group("get_by_id_of_150k");
     g.throughput(Throughput::Elements(1));
     g.measurement_time(Duration::from_secs(5));
     let mut order = Order(0x9E37_79B9_7F4A_7C15);
-    let held = HeldRows::default();
-    let mut issued = IssuedIds::new();
-    for i in 0..ROWS {
-        let row = issued.row(i, owner.company_id, 1);
-        held.created(VerificationKey::parse(&row.id).expect("an issued id"), &row);
-    }
     assert_eq!(
         held.count(),
         ROWS as usize,

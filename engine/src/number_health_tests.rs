@@ -174,12 +174,6 @@ fn the_window_keeps_counts_per_slice_for_one_hour() {
     assert!(h.pools[&D].slices.is_empty());
 }
 
-/// Uniform in [0, 1), from the top 53 bits.
-fn uniform(rng: &mut SplitMix64) -> f64 {
-    let top = rng.next_u64() >> 11;
-    top as f64 / (1u64 << 53) as f64
-}
-
 /// A day of `numbers` healthy numbers at completion share `p`, leased in
 /// rotation at `per_day` leases a day, each lease ending after a minute.
 /// Returns how many were quarantined.
@@ -196,7 +190,7 @@ fn simulate_a_day(numbers: usize, p: f64, per_day: usize, seed: u64) -> usize {
             let Some((at, slot)) = ending.pop_front() else {
                 break;
             };
-            let called = uniform(&mut rng) < p;
+            let called = rng.unit() < p;
             let end = if called {
                 h.on_invite(&names[slot], true);
                 Ending::Completed
@@ -234,7 +228,7 @@ fn the_bare_rule_would_quarantine_healthy_numbers() {
         let mut run = 0;
         let mut hit = false;
         for _ in 0..40 {
-            let called = uniform(&mut rng) < 0.6;
+            let called = rng.unit() < 0.6;
             run = if called { 0 } else { run + 1 };
             hit |= run >= k_bare;
         }

@@ -22,6 +22,11 @@ impl SplitMix64 {
         z ^ (z >> 31)
     }
 
+    /// Uniform in `[0, 1)`, from the top 53 bits (all an `f64` holds).
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
     /// 16 lowercase hex characters.
     pub fn hex(&mut self) -> String {
         format!("{:016x}", self.next_u64())
