@@ -92,33 +92,73 @@ pub struct Quarantined {
     pub threshold: Threshold,
 }
 
-/// One number's counters, packed: 40 bytes, against 80 for [`Counters`]
-/// and the flag. Every number ever leased has one, so at a million numbers
-/// the difference is tens of megabytes. Counts are `u32` (four billion
-/// leases of one number is past any service's life) and saturate; a
-/// moment is its milliseconds, [`NONE`] for none.
+/// One number's counters, packed: 32 bytes (40 with its number as a map
+/// entry), against 80 for [`Counters`] and the flag. Every number ever
+/// leased has one, so at a million numbers the difference is tens of
+/// megabytes. Counts are `u32` (four billion leases of one number is past
+/// any service's life) and saturate; moments are [`Moment`]s. The
+/// alignment is 4 (no `u64` field), so the entry beside an 8-byte number
+/// has no padding.
 #[derive(Clone, Copy)]
 struct Number {
     leases: u32,
     completed: u32,
     expired_uncalled: u32,
     stray_calls: u32,
-    uncalled_in_a_row: u32,
-    /// An INVITE arrived during the current lease.
-    invited: bool,
-    last_completion: i64,
-    quarantined_since: i64,
+    /// Leases in a row that expired without an INVITE (the low 31 bits,
+    /// saturating at [`RUN_MAX`]) and, in [`INVITED`], whether an INVITE
+    /// arrived during the current lease: one word, so the moments fit.
+    run: u32,
+    last_completion: Moment,
+    quarantined_since: Moment,
 }
 
-/// No moment, in [`Number`]'s packed moments.
-const NONE: i64 = i64::MIN;
+const _: () = assert!(std::mem::size_of::<Number>() == 32);
+const _: () = assert!(std::mem::size_of::<(PackedNumber, Number)>() == 40);
 
-fn packed_moment(at: Option<UnixMillis>) -> i64 {
-    at.map_or(NONE, |at| at.0)
-}
+/// [`Number::run`]'s flag: an INVITE arrived during the current lease.
+const INVITED: u32 = 1 << 31;
+/// Most leases in a row [`Number::run`] counts (two billion uncalled
+/// leases in a row is past any service's life).
+const RUN_MAX: u32 = INVITED - 1;
 
-fn moment(packed: i64) -> Option<UnixMillis> {
-    (packed != NONE).then_some(UnixMillis(packed))
+/// A moment in 48 bits: its milliseconds, two's complement, as three
+/// `u16` so that [`Number`] keeps an alignment of 4. Moments within about
+/// 4,460 years of 1970 are exact; one beyond (only a corrupt stored row
+/// could hold one) is clamped to the edge of that range.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct Moment([u16; 3]);
+
+/// The largest millisecond count a [`Moment`] holds exactly either side of
+/// 1970; the 48-bit minimum, one below its negation, is [`Moment::NONE`].
+const MOMENT_MAX: i64 = (1 << 47) - 1;
+
+impl Moment {
+    /// No moment: the one 48-bit value [`Moment::pack`] never makes.
+    const NONE: Moment = Moment::raw(-MOMENT_MAX - 1);
+
+    const fn raw(millis: i64) -> Moment {
+        // Two's complement: the low 48 bits, which `get` sign-extends.
+        let bits = millis as u64;
+        Moment([bits as u16, (bits >> 16) as u16, (bits >> 32) as u16])
+    }
+
+    fn pack(at: Option<UnixMillis>) -> Moment {
+        at.map_or(Moment::NONE, |at| {
+            Moment::raw(at.0.clamp(-MOMENT_MAX, MOMENT_MAX))
+        })
+    }
+
+    fn get(self) -> Option<UnixMillis> {
+        if self == Moment::NONE {
+            return None;
+        }
+        let [low, middle, high] = self.0.map(u64::from);
+        let bits = low | middle << 16 | high << 32;
+        // Shift the 48 bits to the top and back: arithmetic, so the sign
+        // comes back.
+        Some(UnixMillis(((bits << 16) as i64) >> 16))
+    }
 }
 
 fn packed_count(count: u64) -> u32 {
@@ -133,10 +173,9 @@ impl Default for Number {
             completed: 0,
             expired_uncalled: 0,
             stray_calls: 0,
-            uncalled_in_a_row: 0,
-            invited: false,
-            last_completion: NONE,
-            quarantined_since: NONE,
+            run: 0,
+            last_completion: Moment::NONE,
+            quarantined_since: Moment::NONE,
         }
     }
 }
@@ -147,9 +186,9 @@ impl Number {
         self.completed = packed_count(c.completed);
         self.expired_uncalled = packed_count(c.expired_uncalled);
         self.stray_calls = packed_count(c.stray_calls);
-        self.uncalled_in_a_row = c.uncalled_in_a_row;
-        self.last_completion = packed_moment(c.last_completion);
-        self.quarantined_since = packed_moment(c.quarantined_since);
+        self.set_uncalled_in_a_row(c.uncalled_in_a_row);
+        self.last_completion = Moment::pack(c.last_completion);
+        self.quarantined_since = Moment::pack(c.quarantined_since);
     }
 
     fn counters(&self) -> Counters {
@@ -158,14 +197,34 @@ impl Number {
             completed: u64::from(self.completed),
             expired_uncalled: u64::from(self.expired_uncalled),
             stray_calls: u64::from(self.stray_calls),
-            last_completion: moment(self.last_completion),
-            uncalled_in_a_row: self.uncalled_in_a_row,
-            quarantined_since: moment(self.quarantined_since),
+            last_completion: self.last_completion.get(),
+            uncalled_in_a_row: self.uncalled_in_a_row(),
+            quarantined_since: self.quarantined_since.get(),
         }
     }
 
     fn quarantined(&self) -> bool {
-        self.quarantined_since != NONE
+        self.quarantined_since != Moment::NONE
+    }
+
+    fn uncalled_in_a_row(&self) -> u32 {
+        self.run & RUN_MAX
+    }
+
+    fn set_uncalled_in_a_row(&mut self, run: u32) {
+        self.run = (self.run & INVITED) | run.min(RUN_MAX);
+    }
+
+    fn invited(&self) -> bool {
+        self.run & INVITED != 0
+    }
+
+    fn set_invited(&mut self, invited: bool) {
+        self.run = if invited {
+            self.run | INVITED
+        } else {
+            self.run & RUN_MAX
+        };
     }
 }
 
@@ -239,8 +298,8 @@ impl PoolWindow {
 /// The health of every number that was leased or called since the start
 /// (or restored as quarantined), and each pool's window. A number enters
 /// on its first event, so a million configured numbers cost nothing until
-/// used; then its packed number and counters: a 48-byte entry in a
-/// [`NumberMap`], about 52 bytes a number with the map's slack.
+/// used; then its packed number and counters: a 40-byte entry in a
+/// [`NumberMap`], a few bytes more a number with the map's slack.
 /// Numbers are `+` and digits ([`PackedNumber`]): the API takes their text,
 /// as its callers hold it.
 #[derive(Default)]
@@ -288,7 +347,7 @@ impl NumberHealth {
     pub fn on_lease(&mut self, number: &str, pool: Pool, now: UnixMillis) {
         if let Some(n) = entry(&mut self.numbers, number) {
             n.leases = n.leases.saturating_add(1);
-            n.invited = false;
+            n.set_invited(false);
         }
         let window = self.pools.entry(pool).or_default();
         window.issue(now);
@@ -301,11 +360,11 @@ impl NumberHealth {
             return;
         };
         if leased {
-            n.invited = true;
+            n.set_invited(true);
         } else {
             n.stray_calls = n.stray_calls.saturating_add(1);
         }
-        n.uncalled_in_a_row = 0;
+        n.set_uncalled_in_a_row(0);
     }
 
     /// A lease of `number` of `pool` ended; returns the quarantine it
@@ -322,16 +381,16 @@ impl NumberHealth {
             Ending::Neutral => return None,
             Ending::Completed => {
                 n.completed = n.completed.saturating_add(1);
-                n.last_completion = now.0;
-                n.uncalled_in_a_row = 0;
+                n.last_completion = Moment::pack(Some(now));
+                n.set_uncalled_in_a_row(0);
             }
-            Ending::Expired if n.invited => n.uncalled_in_a_row = 0,
+            Ending::Expired if n.invited() => n.set_uncalled_in_a_row(0),
             Ending::Expired => {
                 n.expired_uncalled = n.expired_uncalled.saturating_add(1);
-                n.uncalled_in_a_row = n.uncalled_in_a_row.saturating_add(1);
+                n.set_uncalled_in_a_row(n.uncalled_in_a_row().saturating_add(1));
             }
         }
-        let (run, quarantined) = (n.uncalled_in_a_row, n.quarantined());
+        let (run, quarantined) = (n.uncalled_in_a_row(), n.quarantined());
         self.pools
             .entry(pool)
             .or_default()
@@ -343,7 +402,7 @@ impl NumberHealth {
         if threshold.k.is_none_or(|k| run < k) {
             return None;
         }
-        entry(&mut self.numbers, number)?.quarantined_since = now.0;
+        entry(&mut self.numbers, number)?.quarantined_since = Moment::pack(Some(now));
         Some(Quarantined {
             number: number.to_owned(),
             pool,
@@ -379,8 +438,8 @@ impl NumberHealth {
         let Some(n) = PackedNumber::parse(number).and_then(|p| self.numbers.get_mut(p)) else {
             return false;
         };
-        n.uncalled_in_a_row = 0;
-        std::mem::replace(&mut n.quarantined_since, NONE) != NONE
+        n.set_uncalled_in_a_row(0);
+        std::mem::replace(&mut n.quarantined_since, Moment::NONE) != Moment::NONE
     }
 
     pub fn counters(&self, number: &str) -> Option<Counters> {

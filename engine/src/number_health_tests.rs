@@ -95,10 +95,67 @@ fn any_invite_proves_the_number_rings() {
 }
 
 #[test]
-fn a_number_costs_48_bytes_of_map_entry() {
+fn a_number_costs_40_bytes_of_map_entry() {
     // Key and counters; before, a String key and unpacked counters were
-    // 104 bytes plus the key's heap block.
-    assert_eq!(std::mem::size_of::<(PackedNumber, Number)>(), 48);
+    // 104 bytes plus the key's heap block, then 48 with 64-bit moments.
+    assert_eq!(std::mem::size_of::<(PackedNumber, Number)>(), 40);
+}
+
+#[test]
+fn a_moment_keeps_its_milliseconds_within_its_range_and_clamps_beyond() {
+    for millis in [
+        0,
+        1,
+        -1,
+        T0.0,
+        1_798_761_600_123, // 2027-01-01T00:00:00.123Z
+        MOMENT_MAX,
+        -MOMENT_MAX,
+    ] {
+        let at = Some(UnixMillis(millis));
+        assert_eq!(Moment::pack(at).get(), at, "{millis} ms");
+    }
+    assert_eq!(Moment::pack(None).get(), None);
+    assert_eq!(Moment::pack(None), Moment::NONE);
+    // Beyond the 48 bits (only a corrupt stored row): the nearest edge,
+    // never "no moment".
+    for (millis, edge) in [
+        (i64::MAX, MOMENT_MAX),
+        (MOMENT_MAX + 1, MOMENT_MAX),
+        (i64::MIN, -MOMENT_MAX),
+        (-MOMENT_MAX - 1, -MOMENT_MAX),
+    ] {
+        assert_eq!(
+            Moment::pack(Some(UnixMillis(millis))).get(),
+            Some(UnixMillis(edge)),
+            "{millis} ms"
+        );
+    }
+}
+
+#[test]
+fn the_run_and_the_invite_flag_share_a_word_without_touching_each_other() {
+    let mut n = Number::default();
+    n.set_invited(true);
+    n.set_uncalled_in_a_row(5);
+    assert_eq!((n.invited(), n.uncalled_in_a_row()), (true, 5));
+    n.set_invited(false);
+    assert_eq!((n.invited(), n.uncalled_in_a_row()), (false, 5));
+    n.set_uncalled_in_a_row(u32::MAX);
+    assert_eq!(n.uncalled_in_a_row(), RUN_MAX, "a run saturates");
+    assert!(!n.invited(), "a saturated run does not set the flag");
+    n.set_invited(true);
+    n.set_uncalled_in_a_row(0);
+    assert_eq!((n.invited(), n.uncalled_in_a_row()), (true, 0));
+    // Restored counters beyond the run's range come back saturated.
+    let mut h = NumberHealth::new();
+    let restored = Counters {
+        uncalled_in_a_row: u32::MAX,
+        ..Counters::default()
+    };
+    h.restore("+74951234567", restored);
+    let back = h.counters("+74951234567").unwrap();
+    assert_eq!(back.uncalled_in_a_row, RUN_MAX);
 }
 
 #[test]
