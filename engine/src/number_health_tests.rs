@@ -95,13 +95,6 @@ fn any_invite_proves_the_number_rings() {
 }
 
 #[test]
-fn a_number_costs_40_bytes_of_map_entry() {
-    // Key and counters; before, a String key and unpacked counters were
-    // 104 bytes plus the key's heap block, then 48 with 64-bit moments.
-    assert_eq!(std::mem::size_of::<(PackedNumber, Number)>(), 40);
-}
-
-#[test]
 fn a_moment_keeps_its_milliseconds_within_its_range_and_clamps_beyond() {
     for millis in [
         0,
