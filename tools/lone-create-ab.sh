@@ -3,8 +3,8 @@
 # service, alternating A B A B (the machine's other load varies), each run
 # on a fresh server and an empty database with dialproof-load --concurrency
 # 1 --mix create=1 for DURATION seconds. Prints each run's rate, latency
-# percentiles and mean, the server's CPU per create, and the medians and
-# B/A. This is the case where a create's own waits show (a batching window,
+# percentiles and mean, the server's CPU per create (in all and by thread,
+# the storage writer's apart), and the medians and B/A. This is the case where a create's own waits show (a batching window,
 # a wake-up, work between two batches), since nothing else shares them.
 #
 #   A_BIN=path/to/old/dialproof bash tools/lone-create-ab.sh
@@ -41,17 +41,27 @@ trap '[ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null; wait 2>/dev/null || true' 
 run() {
   local name=$1 bin=$2 round=$3 dir="$OUT/$1-$3"
   start_bench_server "$dir" "$bin" $((200000 * CONNECTIONS < 600000 ? 200000 * CONNECTIONS : 600000))
+  local threads_before
+  threads_before=$(thread_ticks "$SERVER")
   "$LOAD" --target "https://$HTTPS" --cacert "$dir/data/tls/cert.pem" --setup-local "$KEYS" \
     --config "$dir/dialproof.toml" --dialproof-bin "$bin" --concurrency "$CONNECTIONS" --threads "$THREADS" \
     --duration "$DURATION" --mix create=1 --ttl 3600 --server-pid "$SERVER" --quiet \
     --json "$dir/create.json"
+  # By thread, over the whole load run (its setup writes through the CLI,
+  # not this server): where a create's CPU goes, the writer's share apart.
+  local by_thread
+  by_thread=$(thread_us_per "$threads_before" "$(thread_ticks "$SERVER")" \
+    "$(field "$dir/create.json" "r['operations']['create']['ok']")")
   stop_bench_server
   local l="r['operations']['create']['latency_ms']"
   echo "$name round $round: $(field "$dir/create.json" "round(r['operations']['create']['ok_per_second'])") creates/s," \
     "p50/p99/p99.9 $(field "$dir/create.json" "f\"{$l['p50']}/{$l['p99']}/{$l['p99_9']}\"") ms," \
     "mean $(field "$dir/create.json" "round($l['mean'], 3)") ms," \
-    "server CPU $(field "$dir/create.json" "round(r['server_cpu']['per_answer_us'])") us per create" | tee -a "$OUT/summary"
-  echo "$name $(field "$dir/create.json" "r['operations']['create']['ok_per_second']") $(field "$dir/create.json" "$l['mean']") $(field "$dir/create.json" "$l['p99']") $(field "$dir/create.json" "r['server_cpu']['per_answer_us']")" >> "$OUT/figures"
+    "server CPU $(field "$dir/create.json" "round(r['server_cpu']['per_answer_us'])") us per create" \
+    "(by thread: $by_thread)" | tee -a "$OUT/summary"
+  local writer
+  writer=$(echo "$by_thread" | tr ',' '\n' | awk '$1 == "db-writer" { print $2 }')
+  echo "$name $(field "$dir/create.json" "r['operations']['create']['ok_per_second']") $(field "$dir/create.json" "$l['mean']") $(field "$dir/create.json" "$l['p99']") $(field "$dir/create.json" "r['server_cpu']['per_answer_us']") ${writer:-0}" >> "$OUT/figures"
 }
 
 for round in $(seq "$ROUNDS"); do
@@ -68,7 +78,8 @@ import statistics, sys
 rows = [line.split() for line in open(sys.argv[1])]
 def med(name, i):
     return statistics.median(float(r[i]) for r in rows if r[0] == name)
-for i, what in ((1, "creates/s"), (2, "mean ms"), (3, "p99 ms"), (4, "server CPU us per create")):
+for i, what in ((1, "creates/s"), (2, "mean ms"), (3, "p99 ms"), (4, "server CPU us per create"),
+                (5, "storage writer CPU us per create")):
     a, b = med("A", i), med("B", i)
     print(f"median {what}: A {a:.3f}, B {b:.3f}, B/A {b / a:.2f}")
 EOF

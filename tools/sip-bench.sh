@@ -25,6 +25,9 @@
 # Needs sipp (apt-get install sip-tester) and curl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# thread_ticks and thread_us_per: the server's CPU by thread.
+# shellcheck source=tools/bench-server.sh
+. tools/bench-server.sh
 
 RATE=${RATE:-2000}
 CALLS=${CALLS:-20000}
@@ -122,17 +125,8 @@ echo "created $CREATED of $LEASED verifications"
 # The server's CPU time (user + system, in clock ticks) from /proc.
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$SERVER/stat"; }
 received() { grep -c '^verification\.' "$DIR/webhooks.txt" || true; }
-# CPU ticks by thread name (the storage writer is db-writer, the SIP driver
-# runs on the worker threads named after the binary), summed over threads
-# of one name: "name ticks" lines.
-thread_ticks() {
-  for t in /proc/"$SERVER"/task/*; do
-    # comm may hold spaces, so take the fields after the ")" of stat.
-    printf '%s %s\n' "$(tr ' ' _ < "$t/comm")" "$(sed 's/.*) //' "$t/stat" | awk '{ print $12 + $13 }')"
-  done 2>/dev/null | awk '{ s[$1] += $2 } END { for (k in s) print k, s[k] }'
-}
 CPU_BEFORE=$(cpu_ticks)
-THREADS_BEFORE=$(thread_ticks)
+THREADS_BEFORE=$(thread_ticks "$SERVER")
 run_sipp leased -sf call_csv.xml -inf numbers.csv -m "$LEASED"
 echo "completed by calls: $(grep -c 'call completed' "$DIR/stderr" || true) (logged at info; see counters below)"
 # The webhooks still on their way, for at most WEBHOOK_WAIT seconds: the
@@ -150,11 +144,7 @@ awk -v t=$((CPU_AFTER - CPU_BEFORE)) -v hz="$(getconf CLK_TCK)" -v n="$LEASED" '
   printf "server CPU from the first leased call to the last webhook: %.2f s, %.1f us per completion with its webhook\n",
     t / hz, 1e6 * t / hz / n }'
 # The same CPU by thread, the busiest first: where a completion's time goes.
-awk -v hz="$(getconf CLK_TCK)" -v n="$LEASED" '
-  NR == FNR { before[$1] = $2; next }
-  { d = $2 - before[$1]; if (d > 0) printf "%s %.1f\n", $1, 1e6 * d / hz / n }' \
-  <(echo "$THREADS_BEFORE") <(thread_ticks) | sort -k2 -g -r | head -6 \
-  | awk '{ line = line sep $1 " " $2; sep = ", " } END { print "  by thread (us per completion): " line }'
+echo "  by thread (us per completion): $(thread_us_per "$THREADS_BEFORE" "$(thread_ticks "$SERVER")" "$LEASED")"
 kill -TERM "$SERVER"; wait "$SERVER" || true
 grep -o 'sip_invites=[^"]*' "$DIR/stderr" | tail -1
 grep -o 'completed [0-9]*' "$DIR/stderr" | tail -1

@@ -62,6 +62,7 @@ mod local_reader;
 mod meta;
 mod migration_delivery_mode;
 mod migration_evidence;
+mod migration_status_checks;
 mod migration_testmode;
 mod number_health;
 mod ops;

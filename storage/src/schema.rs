@@ -10,8 +10,16 @@
 use crate::error::{Result, StorageError};
 use rusqlite::Connection;
 
-/// Each migration is a list of statements, run in order.
-pub(crate) const MIGRATIONS: &[&[&str]] = &[&[
+/// One migration's work, inside the upgrade's transaction.
+pub(crate) enum Migration {
+    /// Statements, run in order.
+    Sql(&'static [&'static str]),
+    /// A step that reads the file before it writes (see its module).
+    Code(fn(&Connection) -> Result<()>),
+}
+
+/// The migrations, oldest first.
+pub(crate) const MIGRATIONS: &[Migration] = &[Migration::Sql(&[
     "CREATE TABLE companies (
         id INTEGER PRIMARY KEY,
         name TEXT NOT NULL,
@@ -125,20 +133,20 @@ pub(crate) const MIGRATIONS: &[&[&str]] = &[&[
         value INTEGER NOT NULL
     ) WITHOUT ROWID",
     "INSERT INTO meta (key, value) VALUES ('change_version', 0)",
-],
+]),
 // 2: an inbound call finds its verification by the dialled number. Partial,
 // like `verifications_pending`: it holds only live leases.
-&[
+Migration::Sql(&[
     "CREATE INDEX verifications_pending_dial ON verifications(dial_number) \
      WHERE status = 'pending'",
-],
+]),
 // 3: the dashboard. Its verification list pages by (created_at, id) within
 // one company, optionally narrowed to one status, phone or client_ref: one
 // index per filter, so a page at a million rows reads only its own rows (no
 // OFFSET). The status column rides in the company index, so the period's
 // totals are counted from the index alone. A deleted key keeps its row
 // (verifications reference it) but leaves the dashboard's list.
-&[
+Migration::Sql(&[
     "DROP INDEX verifications_company_created",
     "CREATE INDEX verifications_company_created ON verifications(company_id, created_at, status)",
     "CREATE INDEX verifications_company_status ON verifications(company_id, status, created_at)",
@@ -147,7 +155,7 @@ pub(crate) const MIGRATIONS: &[&[&str]] = &[&[
      ON verifications(company_id, client_ref, created_at) WHERE client_ref != ''",
     "CREATE INDEX rejections_company_phone ON rejections(company_id, phone, created_at)",
     "ALTER TABLE api_keys ADD COLUMN deleted_at INTEGER NULL",
-],
+]),
 // 4: retry-safe creates, and the lease invariant in the database itself.
 // A create's Idempotency-Key is stored with its verification, in the same
 // transaction: the key, the request's fingerprint and the exact 201 body,
@@ -157,7 +165,7 @@ pub(crate) const MIGRATIONS: &[&[&str]] = &[&[
 // pending verifications: the partial index that finds a call's
 // verification becomes unique, so a write that would break the invariant
 // fails instead of being stored.
-&[
+Migration::Sql(&[
     "CREATE TABLE idempotency_keys (
         id INTEGER PRIMARY KEY,
         company_id INTEGER NOT NULL,
@@ -173,13 +181,16 @@ pub(crate) const MIGRATIONS: &[&[&str]] = &[&[
     "DROP INDEX verifications_pending_dial",
     "CREATE UNIQUE INDEX verifications_pending_dial ON verifications(dial_number) \
      WHERE status = 'pending'",
-],
+]),
 // 5: telephony evidence on a completed verification (see the module).
-crate::migration_evidence::MIGRATION,
+Migration::Sql(crate::migration_evidence::MIGRATION),
 // 6: test mode (see the module).
-crate::migration_testmode::MIGRATION,
+Migration::Sql(crate::migration_testmode::MIGRATION),
 // 7: an outbox row's mode in its own column (see the module).
-crate::migration_delivery_mode::MIGRATION,
+Migration::Sql(crate::migration_delivery_mode::MIGRATION),
+// 8: the status CHECKs as equalities, which SQLite checks without building
+// a temporary b-tree per statement (see the module).
+Migration::Code(crate::migration_status_checks::apply),
 ];
 
 /// The `user_version` of a fully migrated database.
@@ -216,14 +227,21 @@ pub(crate) fn migrate(conn: &Connection) -> Result<()> {
 /// process may have migrated between our first look and our lock.
 fn apply_missing(conn: &Connection) -> Result<()> {
     let from = user_version(conn)?;
-    for (index, statements) in MIGRATIONS.iter().enumerate() {
+    for (index, migration) in MIGRATIONS.iter().enumerate() {
         let target = index as i64 + 1;
         if from >= target {
             continue;
         }
-        for sql in *statements {
-            conn.execute_batch(sql)
-                .map_err(|e| StorageError::Sqlite(format!("migration {target} failed: {e}")))?;
+        let failed = |e: &dyn std::fmt::Display| {
+            StorageError::Sqlite(format!("migration {target} failed: {e}"))
+        };
+        match migration {
+            Migration::Sql(statements) => {
+                for sql in *statements {
+                    conn.execute_batch(sql).map_err(|e| failed(&e))?;
+                }
+            }
+            Migration::Code(step) => step(conn).map_err(|e| failed(&e))?,
         }
         conn.pragma_update(None, "user_version", target)?;
     }

@@ -107,6 +107,42 @@ fn serve_fixture(version: u32) {
     );
     server.stop();
     assert_eq!(user_version(&copy), current, "migrated forward on start");
+    status_checks_rewritten(&copy);
+}
+
+/// Migration 8 rewrote the older release's `IN` lists as equalities (a
+/// design choice for the writer's speed; see
+/// storage/src/migration_status_checks.rs), and the file is intact.
+fn status_checks_rewritten(path: &std::path::Path) {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    let definition = |table: &str| -> String {
+        conn.query_row(
+            "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = ?1",
+            [table],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    for (table, want) in [
+        (
+            "verifications",
+            "CHECK (status = 'pending' OR status = 'completed'",
+        ),
+        (
+            "webhook_deliveries",
+            "CHECK (state = 'pending' OR state = 'delivered'",
+        ),
+    ] {
+        let sql = definition(table);
+        assert!(
+            sql.contains(want) && !sql.contains(" IN ('pending'"),
+            "design choice: migration 8 writes {table}'s status CHECK as equalities: {sql}"
+        );
+    }
+    let check: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(check, "ok");
 }
 
 #[test]
