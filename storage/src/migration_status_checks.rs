@@ -19,10 +19,11 @@
 //! its ALTER TABLE page) allows by editing the table's definition in
 //! `sqlite_schema` with `writable_schema` on, then raising `schema_version`
 //! so that other connections read the definitions again (and `RESET`
-//! makes this one do so). The new text accepts exactly the rows the old one did, so no
-//! stored row can break it, and the edit is a few bytes whatever the size
-//! of the file. A definition that does not hold the old text (not written
-//! by these migrations) is left as it is: still correct, only slower.
+//! makes this one do so). The new text accepts exactly the rows the old
+//! one did, so no stored row can break it, and the edit is a few bytes
+//! whatever the size of the file. A definition that does not hold the old
+//! text (not written by these migrations) is left as it is: still
+//! correct, only slower.
 //!
 //! Kept apart from `schema` so that its number can change at a merge
 //! without touching the step.
