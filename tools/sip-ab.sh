@@ -20,6 +20,7 @@ ROUNDS=${ROUNDS:-2}
 export RATE=${RATE:-10000} CALLS=${CALLS:-50000} LEASED=${LEASED:-10000}
 
 cargo build --release -q --workspace --bins
+BASE_BIN_GIVEN=${BASE_BIN:-}
 if [ -z "${BASE_BIN:-}" ]; then
   WT=$PWD/target/ab-base/src
   if [ ! -d "$WT" ]; then git worktree add -f --detach "$WT" "$BASE" >/dev/null; fi
@@ -44,13 +45,16 @@ for name, r, (p50, p99) in zip(["unleased", "leased"], rates, lat):
     parts.append(f"{name} {float(r):7.0f}/s p50 {p50:>3} ms p99 {p99:>3} ms")
 cpu = re.search(r"([0-9.]+) us per completion", text)
 hooks = re.search(r"webhooks received: (\d+)", text)
+writer = re.search(r"by thread \(us per completion\):.*?db-writer ([0-9.]+)", text)
 if cpu and hooks:
-    parts.append(f"CPU {cpu.group(1)} us/completion, {hooks.group(1)} webhooks")
+    parts.append(f"CPU {cpu.group(1)} us/completion"
+                 + (f" (writer {writer.group(1)})" if writer else "")
+                 + f", {hooks.group(1)} webhooks")
 print(" | ".join(parts))
 EOF
 }
 
-echo "A = $BASE ($BASE_BIN), B = this tree; RATE=$RATE CALLS=$CALLS LEASED=$LEASED"
+echo "A = ${BASE_BIN_GIVEN:-$BASE ($BASE_BIN)}, B = this tree; RATE=$RATE CALLS=$CALLS LEASED=$LEASED"
 for round in $(seq "$ROUNDS"); do
   for side in A B; do
     bin=$BASE_BIN; [ "$side" = B ] && bin=$HEAD_BIN
@@ -58,4 +62,26 @@ for round in $(seq "$ROUNDS"); do
     echo "round $round $side: $(summary "$OUT/$side$round.txt")  (load $(cut -d' ' -f1 /proc/loadavg))"
   done
 done
+# Medians over the rounds, per side: the leased rate, the server's CPU per
+# completion with its webhook, and the storage writer's share of it.
+python3 - "$OUT" <<'EOF'
+import glob, re, statistics, sys
+def figures(side):
+    rows = []
+    for path in sorted(glob.glob(f"{sys.argv[1]}/{side}[0-9]*.txt")):
+        text = open(path).read()
+        rates = re.findall(r"Call Rate\s*\|.*\|\s*([0-9.]+) cps", text)
+        cpu = re.search(r"([0-9.]+) us per completion", text)
+        writer = re.search(r"by thread \(us per completion\):.*?db-writer ([0-9.]+)", text)
+        if len(rates) >= 2 and cpu and writer:
+            rows.append((float(rates[1]), float(cpu.group(1)), float(writer.group(1))))
+    return rows
+a, b = figures("A"), figures("B")
+if a and b:
+    for i, what in enumerate(("leased completions/s", "server CPU us per completion",
+                              "storage writer CPU us per completion")):
+        ma = statistics.median(r[i] for r in a)
+        mb = statistics.median(r[i] for r in b)
+        print(f"median {what}: A {ma:.1f}, B {mb:.1f}, B/A {mb / ma:.2f}")
+EOF
 echo "outputs: $OUT"
