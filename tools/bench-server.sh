@@ -8,6 +8,7 @@
 #   stop_bench_server                    # SIGTERM, and waits for it
 #   field FILE EXPR                      # EXPR on the JSON report r
 #   thread_ticks PID                     # "name ticks" per thread name
+#   thread_us_per BEFORE AFTER COUNT     # us per unit of work, by thread
 
 # Writes DIR/dialproof.toml (data in DIR/data, NUMBERS domestic numbers from
 # +74950000000, 2 workers, ephemeral ports), starts BIN serve on it and

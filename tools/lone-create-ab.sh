@@ -4,8 +4,9 @@
 # on a fresh server and an empty database with dialproof-load --concurrency
 # 1 --mix create=1 for DURATION seconds. Prints each run's rate, latency
 # percentiles and mean, the server's CPU per create (in all and by thread,
-# the storage writer's apart), and the medians and B/A. This is the case where a create's own waits show (a batching window,
-# a wake-up, work between two batches), since nothing else shares them.
+# the storage writer's apart), and the medians and B/A. This is the case
+# where a create's own waits show (a batching window, a wake-up, work
+# between two batches), since nothing else shares them.
 #
 #   A_BIN=path/to/old/dialproof bash tools/lone-create-ab.sh
 #   A_BIN=... B_BIN=... ROUNDS=4 DURATION=10 bash tools/lone-create-ab.sh
