@@ -33,9 +33,11 @@ HEAD_BIN=${CARGO_TARGET_DIR:-$PWD/target}/release/dialproof
 OUT=$(mktemp -d /tmp/dialproof-sip-ab.XXXXXX)
 
 # From sip-bench's output: "<rate> <p50> <p99>" of the unleased and the
-# leased run (rate from sipp's cps, latencies from its rtd histogram).
+# leased run (rate from sipp's cps, latencies from its rtd histogram), and
+# the server's CPU per completion; also appends "SIDE leased-rate cpu
+# writer" to $OUT/figures for the medians at the end.
 summary() {
-  python3 - "$1" <<'EOF'
+  python3 - "$1" "$2" "$OUT/figures" <<'EOF'
 import re, sys
 text = open(sys.argv[1]).read()
 rates = re.findall(r"Call Rate\s*\|.*\|\s*([0-9.]+) cps", text)
@@ -51,6 +53,9 @@ if cpu and hooks:
                  + (f" (writer {writer.group(1)})" if writer else "")
                  + f", {hooks.group(1)} webhooks")
 print(" | ".join(parts))
+if len(rates) >= 2 and cpu and writer:
+    with open(sys.argv[3], "a") as figures:
+        print(sys.argv[2], rates[1], cpu.group(1), writer.group(1), file=figures)
 EOF
 }
 
@@ -59,29 +64,20 @@ for round in $(seq "$ROUNDS"); do
   for side in A B; do
     bin=$BASE_BIN; [ "$side" = B ] && bin=$HEAD_BIN
     DIALPROOF_BIN=$bin bash tools/sip-bench.sh > "$OUT/$side$round.txt" 2>&1
-    echo "round $round $side: $(summary "$OUT/$side$round.txt")  (load $(cut -d' ' -f1 /proc/loadavg))"
+    echo "round $round $side: $(summary "$OUT/$side$round.txt" "$side")  (load $(cut -d' ' -f1 /proc/loadavg))"
   done
 done
 # Medians over the rounds, per side: the leased rate, the server's CPU per
 # completion with its webhook, and the storage writer's share of it.
-python3 - "$OUT" <<'EOF'
-import glob, re, statistics, sys
-def figures(side):
-    rows = []
-    for path in sorted(glob.glob(f"{sys.argv[1]}/{side}[0-9]*.txt")):
-        text = open(path).read()
-        rates = re.findall(r"Call Rate\s*\|.*\|\s*([0-9.]+) cps", text)
-        cpu = re.search(r"([0-9.]+) us per completion", text)
-        writer = re.search(r"by thread \(us per completion\):.*?db-writer ([0-9.]+)", text)
-        if len(rates) >= 2 and cpu and writer:
-            rows.append((float(rates[1]), float(cpu.group(1)), float(writer.group(1))))
-    return rows
-a, b = figures("A"), figures("B")
-if a and b:
-    for i, what in enumerate(("leased completions/s", "server CPU us per completion",
-                              "storage writer CPU us per completion")):
-        ma = statistics.median(r[i] for r in a)
-        mb = statistics.median(r[i] for r in b)
-        print(f"median {what}: A {ma:.1f}, B {mb:.1f}, B/A {mb / ma:.2f}")
+[ -s "$OUT/figures" ] && python3 - "$OUT/figures" <<'EOF'
+import statistics, sys
+rows = [line.split() for line in open(sys.argv[1])]
+def med(side, i):
+    return statistics.median(float(r[i]) for r in rows if r[0] == side)
+if {r[0] for r in rows} == {"A", "B"}:
+    for i, what in ((1, "leased completions/s"), (2, "server CPU us per completion"),
+                    (3, "storage writer CPU us per completion")):
+        a, b = med("A", i), med("B", i)
+        print(f"median {what}: A {a:.1f}, B {b:.1f}, B/A {b / a:.2f}")
 EOF
 echo "outputs: $OUT"

@@ -3,7 +3,8 @@
 //! seen.
 //!
 //! Why not a `HashMap`: at 48 bytes an entry (number health's entries
-//! then; 40 since), a hash map held about 86 bytes per number (its load factor and power-of-two capacity), and every
+//! then; 40 since), a hash map held about 86 bytes per number (its load
+//! factor and power-of-two capacity), and every
 //! number a service leases gets an entry, so at 600,000 numbers that is
 //! 23 MB more than the entries themselves. Here the array is allocated to
 //! its exact length at each merge and the recent additions are at most an
