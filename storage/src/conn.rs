@@ -94,15 +94,16 @@ pub(crate) fn open(path: &Path, role: Role) -> Result<Connection> {
     Ok(conn)
 }
 
-/// Settings for the writer's group commit, where every op runs in its own
-/// savepoint and the same few cached statements run for every op.
+/// Settings for the writer's group commit, where the same few cached
+/// statements run for every op, and a batch runs again with a savepoint
+/// per op when one op failed after writing (see the writer's `batch`).
 fn prepare_for_batches(conn: &Connection) -> Result<()> {
-    // Each op's savepoint keeps a statement journal of the pages it
-    // changed. On disk (SQLite's default once it passes 64 KiB) that is a
-    // `pwrite` to a temporary file for every first change of a page in
-    // every op: a tenth of the writer's time in a saturated leased SIP run.
-    // The journal is emptied at each RELEASE, so memory holds one op's
-    // pages at most.
+    // A savepoint, and a statement that may fail half-way, keeps a journal
+    // of the pages it changed. On disk (SQLite's default once it passes 64
+    // KiB) that is a `pwrite` to a temporary file for every first change of
+    // a page: when every op had a savepoint, a tenth of the writer's time in
+    // a saturated leased SIP run. The journal is emptied at each RELEASE or
+    // statement end, so memory holds one op's pages at most.
     conn.pragma_update(None, "temp_store", "MEMORY")?;
     // Without the query planner stability guarantee, SQLite marks a
     // parameter compared in a WHERE term (`livemode = ?4`, `lease_generation

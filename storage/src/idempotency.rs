@@ -114,7 +114,8 @@ pub(crate) fn lookup(
 
 /// Stores `row`'s key with its answer, unless the key is already stored
 /// within the retention: then that answer (and nothing is written). Runs
-/// in the insert's savepoint, before the row.
+/// in the insert's op, before the row; should the row then fail, the
+/// writer's batch leaves neither (see its `batch`).
 pub(crate) fn claim(
     conn: &Connection,
     row: &VerificationRow,

@@ -58,6 +58,9 @@ impl<const N: usize> Buckets<N> {
 pub(crate) struct Counters {
     pub(crate) batches_committed: AtomicU64,
     pub(crate) batches_failed: AtomicU64,
+    /// Batches run a second time, each op in a savepoint (see the writer's
+    /// `batch`).
+    pub(crate) batches_rerun: AtomicU64,
     pub(crate) ops_committed: AtomicU64,
     pub(crate) ops_failed: AtomicU64,
     pub(crate) checkpoints: AtomicU64,
@@ -94,6 +97,10 @@ pub struct StoreStats {
     pub batches_committed: u64,
     /// Transactions rolled back as a whole (failed BEGIN/COMMIT, fail point).
     pub batches_failed: u64,
+    /// Batches run a second time with a savepoint per op, because an op
+    /// failed after one of its statements had written (committed or failed
+    /// like any other; rare: a full disk, a broken invariant).
+    pub batches_rerun: u64,
     /// Ops that succeeded in a committed transaction.
     pub ops_committed: u64,
     /// Ops whose reply (or log line) was an error.

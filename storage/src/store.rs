@@ -361,6 +361,7 @@ impl Store {
             commit_micros_sum,
             batches_committed: s.batches_committed.load(Ordering::Relaxed),
             batches_failed: s.batches_failed.load(Ordering::Relaxed),
+            batches_rerun: s.batches_rerun.load(Ordering::Relaxed),
             last_batch_failed: s.last_batch_failed.load(Ordering::Relaxed),
             ops_committed: s.ops_committed.load(Ordering::Relaxed),
             ops_failed: s.ops_failed.load(Ordering::Relaxed),

@@ -1,7 +1,8 @@
 //! Applying the engine's state machine inside the writer's transaction: load
 //! the verification, ask `dialproof_engine::verification::apply` what the
 //! event does to it, store the new status and, when the change emits a
-//! webhook, its outbox row, all in the op's savepoint.
+//! webhook, its outbox row, in the batch's transaction as one op (see
+//! `batch` for how an op that fails half-way leaves nothing behind).
 //!
 //! Because one writer runs every transition, whichever of a call, a cancel
 //! or an expiry reaches the queue first wins, and the unique outbox index

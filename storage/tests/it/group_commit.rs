@@ -161,6 +161,138 @@ fn a_failing_op_does_not_fail_its_batch() {
     store.shutdown();
 }
 
+/// A stored outbox row for `id`, so that a transition of it that emits a
+/// webhook does its status UPDATE, then has its outbox INSERT refused by
+/// the one-delivery-per-verification index: an op that fails after writing.
+fn occupy_outbox(db: &Db, id: &str) {
+    db.sql()
+        .execute(
+            "INSERT INTO webhook_deliveries (verification_id, company_id, event_type, url, \
+             payload, state, attempts, next_attempt_at, created_at, updated_at, livemode) \
+             VALUES (?1, ?2, 'verification.completed', 'https://example.com/hook', '{}', \
+             'pending', 0, 0, 0, 0, 1)",
+            rusqlite::params![id, db.company],
+        )
+        .expect("outbox row");
+}
+
+/// Submits a create and a call into the batch the writer is held before;
+/// the replies go to `tx` tagged by position.
+fn submit_create_call_create(
+    store: &dialproof_storage::Store,
+    db: &Db,
+    id: &str,
+    tx: &mpsc::Sender<(usize, bool, String)>,
+) {
+    for (i, n) in [(0, 2), (2, 3)] {
+        let created = tx.clone();
+        store
+            .submit(WriteOp::InsertVerification {
+                keyed: None,
+                row: db.row(n),
+                reply: Box::new(move |r| {
+                    let _ = created.send((i, r.is_ok(), format!("{r:?}")));
+                }),
+            })
+            .expect("submit create");
+        if i == 0 {
+            let called = tx.clone();
+            store
+                .submit(WriteOp::Transition {
+                    id: id.to_owned(),
+                    owner: None,
+                    event: call(T0.plus_seconds(5), "+79990001122"),
+                    reply: Some(Box::new(move |r| {
+                        let _ = called.send((1, r.is_ok(), format!("{r:?}")));
+                    })),
+                })
+                .expect("submit call");
+        }
+    }
+}
+
+fn three_replies(rx: &mpsc::Receiver<(usize, bool, String)>) -> Vec<(usize, bool, String)> {
+    let mut replies: Vec<_> = (0..3)
+        .map(|_| rx.recv_timeout(REPLY_WAIT).expect("reply"))
+        .collect();
+    replies.sort_by_key(|r| r.0);
+    replies
+}
+
+/// The writer runs a batch's ops without savepoints and, when one fails
+/// after one of its statements wrote, runs the batch again with one per op:
+/// the failed op leaves nothing, the others commit once.
+#[test]
+fn an_op_failing_after_writing_leaves_nothing_and_its_batch_commits() {
+    let db = db();
+    let store = db.store();
+    let target = db.row(1);
+    insert(&store, target.clone()).expect("insert");
+    occupy_outbox(&db, &target.id);
+    let release = block_writer(&store, &db, 0);
+    let (tx, rx) = mpsc::channel();
+    submit_create_call_create(&store, &db, &target.id, &tx);
+    release.send(()).expect("release");
+    let replies = three_replies(&rx);
+    assert!(replies[0].1 && replies[2].1, "{replies:?}");
+    assert!(
+        replies[1].2.contains("Conflict"),
+        "the call's outbox INSERT is refused: {replies:?}"
+    );
+    // Its status UPDATE, done before the refused INSERT, is not kept.
+    assert_eq!(
+        db.count(&format!(
+            "SELECT count(*) FROM verifications WHERE id = '{}' AND status = 'pending' \
+             AND completed_at IS NULL AND caller_id = ''",
+            target.id
+        )),
+        1,
+        "a half-done transition was committed"
+    );
+    assert_eq!(db.count("SELECT count(*) FROM verifications"), 4);
+    assert_eq!(db.count("SELECT count(*) FROM webhook_deliveries"), 1);
+    let stats = store.stats();
+    assert_eq!(stats.batches_rerun, 1, "{stats:?}");
+    assert_eq!(
+        (stats.ops_failed, stats.batches_failed),
+        (1, 0),
+        "{stats:?}"
+    );
+    store.shutdown();
+}
+
+/// A rerun batch fires the `writer.op` fail point once per op: an op the
+/// first run failed there keeps that failure, not a second check.
+#[test]
+fn a_rerun_batch_fires_the_op_fail_point_once_per_op() {
+    let db = db();
+    let target = db.row(1);
+    let store = db.store();
+    insert(&store, target.clone()).expect("insert");
+    store.shutdown();
+    occupy_outbox(&db, &target.id);
+    // Two firings: the op that holds the writer, then the batch's first
+    // create; the call and the second create pass it.
+    let store = db.store_with(Options {
+        failpoints: dialproof_storage::FailPoints::from_spec("writer.op=2*error").expect("spec"),
+        ..Options::default()
+    });
+    let release = block_writer(&store, &db, 0);
+    let (tx, rx) = mpsc::channel();
+    submit_create_call_create(&store, &db, &target.id, &tx);
+    release.send(()).expect("release");
+    let replies = three_replies(&rx);
+    assert!(
+        !replies[0].1 && replies[0].2.contains("writer.op"),
+        "{replies:?}"
+    );
+    assert!(!replies[1].1 && replies[2].1, "{replies:?}");
+    assert_eq!(store.stats().batches_rerun, 1);
+    // Rows 0 and 2 failed at the fail point; 1 and 3 are stored.
+    assert_eq!(db.count("SELECT count(*) FROM verifications"), 2);
+    store.shutdown();
+}
+
 #[test]
 fn full_queue_and_closed_store_are_refused() {
     let db = db();
