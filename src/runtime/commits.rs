@@ -119,8 +119,9 @@ fn transitioned(app: &App, t: Transitioned) {
     }
     // The outbox row is committed: send it now rather than at the
     // driver's next poll.
-    if let Some(delivery) = &t.delivery {
-        app.webhook_waker.committed(delivery.id);
+    // With its row, so that the driver need not read it back.
+    if let Some(delivery) = t.delivery {
+        app.webhook_waker.committed(delivery);
     }
     app.metrics.transition(t.row.status);
     tracing::info!(

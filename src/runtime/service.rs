@@ -248,7 +248,11 @@ fn build_app(
     store: Store,
     clock: Clock,
     commits: Arc<CommitProgress>,
-) -> Result<(Arc<App>, crossbeam_channel::Receiver<i64>, usize)> {
+) -> Result<(
+    Arc<App>,
+    crossbeam_channel::Receiver<crate::webhooks::waker::Wake>,
+    usize,
+)> {
     let keys = KeyCache::new(store.clone());
     keys.reload()
         .map_err(|e| anyhow::anyhow!("loading keys: {e}"))?;

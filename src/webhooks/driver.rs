@@ -4,22 +4,24 @@
 //! Each turn reads the clock once, feeds the scheduler what arrived since
 //! the last turn (commit wakes from the commit consumer, the senders'
 //! recorded attempts), reads from the database what it asks for (the due
-//! rows at the poll's cadence, single rows for wakes and retry timers),
+//! rows at the poll's cadence, single rows for retry timers; a wake brings
+//! its committed row along),
 //! hands the deliveries it releases to the sender threads, and sleeps until
 //! its next timeout or the next message.
 //!
 //! Every decision (what is due, the per-receiver limit, no second dispatch
 //! while in flight, holds after a failed record, when to poll) is the
 //! scheduler's; read its module doc for them. What stays here is what
-//! needs IO: the rows and the company (read fresh at dispatch, so secrets
-//! and development URLs are as they are now), and the bounded job queue,
-//! which is only offered as much as it can take. A delivery the queue
-//! cannot take goes back to the scheduler, never away.
+//! needs IO: the rows and the company (read once per turn at dispatch, so
+//! secrets and development URLs are as they are now), and the bounded job
+//! queue, which is only offered as much as it can take. A delivery the
+//! queue cannot take goes back to the scheduler, never away.
 //!
 //! Not for: HTTP (the senders), the retry decision (the engine, applied by
 //! the senders), or writing (the storage writer records attempts).
 
 use super::sender::Job;
+use super::waker::Wake;
 use super::Webhooks;
 use super::{Internal, SEND_QUEUE_MAX};
 use crossbeam_channel::{select, Receiver};
@@ -27,6 +29,7 @@ use dialproof_engine::time::UnixMillis;
 use dialproof_engine::webhook_schedule::{
     Dispatch, Limits, ReceiverKey, Recorded, Row, Scheduler, POLL_INTERVAL_MS,
 };
+use dialproof_engine::CompanyId;
 use dialproof_storage::handoff::{self, Refused};
 use dialproof_storage::{CompanyRow, DeliveryRow, DeliveryState, Reader};
 use std::collections::HashMap;
@@ -57,7 +60,10 @@ pub struct Driver {
     jobs: handoff::Sender<Job>,
     scheduler: Scheduler<DeliveryRow>,
     /// Messages received since the last turn, handled at its start.
-    wakes: Vec<i64>,
+    wakes: Vec<Wake>,
+    /// This turn's woken rows, by id, for the scheduler's fetches of them:
+    /// a row just committed is what a read would return.
+    woken: HashMap<i64, Wake>,
     reports: Vec<Internal>,
     /// When the pending rows were last counted for the metrics.
     undelivered_counted_at: Option<UnixMillis>,
@@ -79,19 +85,20 @@ impl Driver {
             jobs,
             scheduler: Scheduler::new(limits),
             wakes: Vec::new(),
+            woken: HashMap::new(),
             reports: Vec::new(),
             undelivered_counted_at: None,
             receivers: HashMap::new(),
         }
     }
 
-    pub fn run(mut self, wakes: Receiver<i64>, internal: Receiver<Internal>) {
+    pub fn run(mut self, wakes: Receiver<Wake>, internal: Receiver<Internal>) {
         while !self.ctx.stopping() {
             self.turn(self.ctx.now());
             let wait = self.wait();
             select! {
                 recv(wakes) -> msg => match msg {
-                    Ok(id) => self.wakes.push(id),
+                    Ok(row) => self.wakes.push(row),
                     Err(_) => return,
                 },
                 recv(internal) -> msg => match msg {
@@ -113,8 +120,9 @@ impl Driver {
         for report in std::mem::take(&mut self.reports) {
             self.recorded(report, now);
         }
-        for id in std::mem::take(&mut self.wakes) {
-            self.scheduler.handle_committed(id);
+        for row in std::mem::take(&mut self.wakes) {
+            self.scheduler.handle_committed(row.id);
+            self.woken.insert(row.id, row);
         }
         self.scheduler.handle_timeout(now);
         if self.scheduler.wants_poll(now) {
@@ -123,6 +131,8 @@ impl Driver {
         while let Some(id) = self.scheduler.poll_fetch() {
             self.fetch(id, now);
         }
+        // Woken rows the scheduler did not ask for: it has them already.
+        self.woken.clear();
         self.dispatch();
         self.gauges(now);
     }
@@ -176,8 +186,14 @@ impl Driver {
         self.scheduler.handle_polled(rows, now);
     }
 
-    /// The scheduler asked for one row (a wake or a timer).
+    /// The scheduler asked for one row (a wake or a timer): a woken one as
+    /// committed, any other from the database.
     fn fetch(&mut self, id: i64, now: UnixMillis) {
+        if let Some(row) = self.woken.remove(&id) {
+            let row = self.schedule_row(*row);
+            self.scheduler.handle_rows([row], now);
+            return;
+        }
         match self.reader.delivery(id) {
             Ok(Some(row)) => {
                 let row = self.schedule_row(row);
@@ -193,12 +209,15 @@ impl Driver {
     /// The driver is the queue's only producer, so room seen here is still
     /// there at `try_send`; the `Full` arm is for safety, not expected.
     fn dispatch(&mut self) {
+        // Each company read once per turn: every job of the turn gets it as
+        // it is at this moment, as fresh as a read per job.
+        let mut companies = HashMap::new();
         while self.jobs.len() < SEND_QUEUE_MAX {
             let Some(d) = self.scheduler.poll_dispatch() else {
                 return;
             };
             let Dispatch { id, receiver, data } = d;
-            let Some(company) = self.company(id, &data) else {
+            let Some(company) = self.company(id, &data, &mut companies) else {
                 self.scheduler.handle_abandoned(id);
                 continue;
             };
@@ -234,11 +253,24 @@ impl Driver {
         });
     }
 
-    /// The company of `row` as it is now; `None` (logged) if it cannot be
-    /// read. The row then stays pending, so the poll brings it back.
-    fn company(&self, id: i64, row: &DeliveryRow) -> Option<CompanyRow> {
+    /// The company of `row` as it is now (read once per turn, see
+    /// `dispatch`); `None` (logged) if it cannot be read. The row then stays
+    /// pending, so the poll brings it back.
+    fn company(
+        &self,
+        id: i64,
+        row: &DeliveryRow,
+        turn: &mut HashMap<CompanyId, Arc<CompanyRow>>,
+    ) -> Option<Arc<CompanyRow>> {
+        if let Some(company) = turn.get(&row.company_id) {
+            return Some(company.clone());
+        }
         match self.reader.company(row.company_id) {
-            Ok(Some(c)) => Some(c),
+            Ok(Some(c)) => {
+                let c = Arc::new(c);
+                turn.insert(row.company_id, c.clone());
+                Some(c)
+            }
             Ok(None) => {
                 tracing::error!(
                     delivery_id = id,

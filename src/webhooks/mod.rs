@@ -3,8 +3,7 @@
 //!
 //! How a webhook leaves: a transition commits its outbox row (storage, in
 //! the same transaction as the state change); the commit consumer wakes
-//! the driver with the row's id; the driver reads the committed row and
-//! queues it to a sender; the sender signs the stored bytes, vets the
+//! the driver with the committed row; the driver queues it to a sender; the sender signs the stored bytes, vets the
 //! receiver's addresses, POSTs, and records the attempt with the delivery's
 //! next state in one write. A crash at any point leaves the row pending and
 //! due, and the driver's first poll after the restart sends it: at least
@@ -88,7 +87,7 @@ pub enum Internal {
 
 /// Starts the sender threads and the driver thread. The settings are read
 /// once: changing `[webhooks]` needs a restart.
-pub fn spawn(ctx: Arc<Webhooks>, wakes: Receiver<i64>) -> Result<()> {
+pub fn spawn(ctx: Arc<Webhooks>, wakes: Receiver<waker::Wake>) -> Result<()> {
     let config = ctx.config.read().clone();
     let schedule = config.webhooks.schedule()?;
     let senders = config.webhooks.sender_threads()?;

@@ -61,7 +61,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 #[derive(Debug)]
 pub struct Job {
     pub delivery: DeliveryRow,
-    pub company: CompanyRow,
+    /// As read for the driver's turn; shared by that turn's jobs.
+    pub company: std::sync::Arc<CompanyRow>,
     /// 1-based.
     pub attempt_no: u32,
 }
