@@ -4,8 +4,8 @@
 //! Each turn reads the clock once, feeds the scheduler what arrived since
 //! the last turn (commit wakes from the commit consumer, the senders'
 //! recorded attempts), reads from the database what it asks for (the due
-//! rows at the poll's cadence, single rows for retry timers; a wake brings
-//! its committed row along),
+//! rows at the poll's cadence, single rows for retry timers and late
+//! wakes; a wake brings its committed row along),
 //! hands the deliveries it releases to the sender threads, and sleeps until
 //! its next timeout or the next message.
 //!
@@ -61,9 +61,6 @@ pub struct Driver {
     scheduler: Scheduler<DeliveryRow>,
     /// Messages received since the last turn, handled at its start.
     wakes: Vec<Wake>,
-    /// This turn's woken rows, by id, for the scheduler's fetches of them:
-    /// a row just committed is what a read would return.
-    woken: HashMap<i64, Wake>,
     reports: Vec<Internal>,
     /// When the pending rows were last counted for the metrics.
     undelivered_counted_at: Option<UnixMillis>,
@@ -85,7 +82,6 @@ impl Driver {
             jobs,
             scheduler: Scheduler::new(limits),
             wakes: Vec::new(),
-            woken: HashMap::new(),
             reports: Vec::new(),
             undelivered_counted_at: None,
             receivers: HashMap::new(),
@@ -121,8 +117,8 @@ impl Driver {
             self.recorded(report, now);
         }
         for row in std::mem::take(&mut self.wakes) {
-            self.scheduler.handle_committed(row.id);
-            self.woken.insert(row.id, row);
+            let row = self.schedule_row(*row);
+            self.scheduler.handle_committed_row(row, now);
         }
         self.scheduler.handle_timeout(now);
         if self.scheduler.wants_poll(now) {
@@ -131,8 +127,6 @@ impl Driver {
         while let Some(id) = self.scheduler.poll_fetch() {
             self.fetch(id, now);
         }
-        // Woken rows the scheduler did not ask for: it has them already.
-        self.woken.clear();
         self.dispatch();
         self.gauges(now);
     }
@@ -186,14 +180,9 @@ impl Driver {
         self.scheduler.handle_polled(rows, now);
     }
 
-    /// The scheduler asked for one row (a wake or a timer): a woken one as
-    /// committed, any other from the database.
+    /// The scheduler asked for one row (a timer, or a wake it would not
+    /// take as committed).
     fn fetch(&mut self, id: i64, now: UnixMillis) {
-        if let Some(row) = self.woken.remove(&id) {
-            let row = self.schedule_row(*row);
-            self.scheduler.handle_rows([row], now);
-            return;
-        }
         match self.reader.delivery(id) {
             Ok(Some(row)) => {
                 let row = self.schedule_row(row);

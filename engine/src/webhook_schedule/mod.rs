@@ -5,7 +5,8 @@
 //! The binary's driver thread owns one [`Scheduler`] and feeds it what
 //! happened, each time with `now` read once for its turn:
 //!
-//! - [`Scheduler::handle_committed`]: a transition committed an outbox row;
+//! - [`Scheduler::handle_committed_row`] (or [`Scheduler::handle_committed`]
+//!   with its id only): a transition committed an outbox row;
 //! - [`Scheduler::handle_timeout`]: time passed (retry timers, holds);
 //! - [`Scheduler::handle_polled`] / [`Scheduler::handle_rows`]: rows read
 //!   from the database, by the periodic poll or on the scheduler's request;
@@ -22,9 +23,13 @@
 //!   drop it with [`Scheduler::handle_abandoned`] when it cannot be sent);
 //! - [`Scheduler::poll_timeout`]: wake no later than this.
 //!
-//! The database is the truth of the schedule: a wake or a timer only makes
-//! the driver read the row, and a row is sent only if it is still pending
-//! and due. What the scheduler keeps in memory is bounded (see [`Limits`]);
+//! The database is the truth of the schedule: a timer only makes the
+//! driver read the row, and a row is sent only if it is still pending and
+//! due. A wake brings the row as committed, which is the database's as long
+//! as no attempt of it has happened; every attempt starts here from a row
+//! taken in, so a committed row newer than every row taken in so far is
+//! taken as it is, and an older one (its wake came late, after a poll had
+//! read the row) is read again. What the scheduler keeps in memory is bounded (see [`Limits`]);
 //! whatever does not fit is left to the poll, which finds every pending and
 //! due row. That is why a committed delivery is never lost: it is either in
 //! flight, waiting here for a slot, timed here, or in the database where the
@@ -124,6 +129,9 @@ pub struct Scheduler<T> {
     in_flight: HashMap<DeliveryId, ReceiverKey>,
     /// Every delivery waiting in a lane.
     waiting: HashSet<DeliveryId>,
+    /// The highest id of any row taken in (polled, fetched or committed):
+    /// a committed row above it cannot have had an attempt yet.
+    newest_taken: DeliveryId,
     /// Wake-ups as (due, id), and the latest due per id: an earlier entry
     /// for the same id is superseded and ignored when it comes up.
     timers: BinaryHeap<Reverse<(UnixMillis, DeliveryId)>>,
@@ -163,6 +171,7 @@ impl<T> Scheduler<T> {
             runnable: VecDeque::new(),
             in_flight: HashMap::new(),
             waiting: HashSet::new(),
+            newest_taken: DeliveryId::MIN,
             timers: BinaryHeap::new(),
             timer_at: HashMap::new(),
             held: HashMap::new(),
@@ -204,6 +213,20 @@ impl<T> Scheduler<T> {
     /// driver's turn rather than at the next poll.
     pub fn handle_committed(&mut self, id: DeliveryId) {
         self.fetch(id);
+    }
+
+    /// A transition committed outbox row `row`, handed over as committed,
+    /// so the driver need not read it. Taken as it is when it is newer than
+    /// every row taken in so far (no attempt of it can have happened);
+    /// otherwise its wake came after a poll had read it, perhaps after its
+    /// attempt was recorded, and it is read again as
+    /// [`Scheduler::handle_committed`] would.
+    pub fn handle_committed_row(&mut self, row: Row<T>, now: UnixMillis) {
+        if row.id <= self.newest_taken {
+            self.fetch(row.id);
+            return;
+        }
+        self.admit(row, now);
     }
 
     /// Time passed: timers that came due ask for their row to be read.
@@ -397,6 +420,7 @@ impl<T> Scheduler<T> {
 
     fn admit(&mut self, row: Row<T>, now: UnixMillis) {
         let id = row.id;
+        self.newest_taken = self.newest_taken.max(id);
         if !row.pending || self.in_flight.contains_key(&id) || self.waiting.contains(&id) {
             return;
         }

@@ -1,7 +1,8 @@
 //! A seeded simulation of everything around the scheduler: the database,
 //! the driver's turns, a bounded job queue, sender threads and the writer,
 //! with every bound shrunk so the edges are hit all the time: wakes lost,
-//! the job queue full, the waiting room full, no timer left, fetches
+//! wakes with the committed row arriving late (after a poll has read and
+//! sent the row), the job queue full, the waiting room full, no timer left, fetches
 //! dropped, attempts failing, records failing, companies unreadable.
 //!
 //! At every dispatch it checks the scheduler's promises (never a delivery
@@ -61,6 +62,9 @@ struct World {
     queue: VecDeque<DeliveryId>,
     /// (done at, id) of the attempts being made.
     sending: Vec<(UnixMillis, DeliveryId)>,
+    /// Wakes with their row as committed, held back until the moment given
+    /// (a commit consumer that lags behind the writer).
+    late_wakes: Vec<(UnixMillis, Row<DeliveryId>)>,
 }
 
 fn receiver(port: u16) -> ReceiverKey {
@@ -77,6 +81,7 @@ impl World {
             in_flight: HashMap::new(),
             queue: VecDeque::new(),
             sending: Vec::new(),
+            late_wakes: Vec::new(),
         }
     }
 
@@ -132,8 +137,31 @@ impl World {
                 attempts: 0,
             },
         );
-        if self.chance(80) {
-            s.handle_committed(id);
+        // A wake by id, with the row at once or late, or lost.
+        match self.rng.below(10) {
+            0..=2 => s.handle_committed(id),
+            3..=5 => {
+                let row = self.row(id).expect("just committed");
+                s.handle_committed_row(row, self.now);
+            }
+            6 | 7 => {
+                let row = self.row(id).expect("just committed");
+                let at = self.now.plus_millis(self.rng.below(3000) as i64);
+                self.late_wakes.push((at, row));
+            }
+            _ => {}
+        }
+    }
+
+    /// The late wakes whose moment came, with their rows as committed.
+    fn wake_late(&mut self, s: &mut Scheduler<DeliveryId>) {
+        let now = self.now;
+        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.late_wakes)
+            .into_iter()
+            .partition(|(at, _)| *at <= now);
+        self.late_wakes = later;
+        for (_, row) in due {
+            s.handle_committed_row(row, now);
         }
     }
 
@@ -243,6 +271,7 @@ fn run(seed: u64) {
                 .collect::<Vec<_>>()
         );
         w.commit(&mut s);
+        w.wake_late(&mut s);
         w.record(&mut s);
         s.handle_timeout(w.now);
         if s.wants_poll(w.now) {

@@ -159,6 +159,39 @@ fn a_committed_delivery_is_read_and_dispatched_once() {
 }
 
 #[test]
+fn a_committed_row_is_dispatched_without_a_read() {
+    let mut s = Scheduler::default();
+    let mut db = Db::default();
+    s.handle_polled(Vec::new(), T0);
+    db.insert(1, 9000, at(10));
+    s.handle_committed_row(db.row(1).expect("committed"), at(10));
+    assert_eq!(s.poll_fetch(), None, "the wake brought the row");
+    assert_eq!(
+        ids(&std::iter::from_fn(|| s.poll_dispatch()).collect::<Vec<_>>()),
+        [1]
+    );
+}
+
+#[test]
+fn a_committed_row_whose_wake_comes_after_its_attempt_is_read_again() {
+    // The commit consumer lagged: the poll read row 1, its attempt went out
+    // and was recorded, and only then does its wake arrive with the row as
+    // committed (pending, due). Taken as it is, it would be sent again.
+    let mut s = Scheduler::default();
+    let mut db = Db::default();
+    db.insert(1, 9000, T0);
+    let as_committed = db.row(1).expect("committed");
+    assert_eq!(ids(&turn(&mut s, &db, T0)), [1]);
+    db.finish(1);
+    s.handle_recorded(1, Recorded::Committed(Next::Delivered), at(5));
+    s.handle_committed_row(as_committed, at(6));
+    assert_eq!(s.poll_dispatch(), None, "not sent from the stale row");
+    assert_eq!(s.poll_fetch(), Some(1), "read again instead");
+    s.handle_rows(db.row(1), at(6));
+    assert_eq!(s.poll_dispatch(), None, "delivered in the database");
+}
+
+#[test]
 fn finished_rows_and_rows_without_a_due_time_are_not_sent() {
     let mut s = Scheduler::default();
     let finished = Row {
