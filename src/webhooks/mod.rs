@@ -3,11 +3,12 @@
 //!
 //! How a webhook leaves: a transition commits its outbox row (storage, in
 //! the same transaction as the state change); the commit consumer wakes
-//! the driver with the committed row; the driver queues it to a sender; the sender signs the stored bytes, vets the
-//! receiver's addresses, POSTs, and records the attempt with the delivery's
-//! next state in one write. A crash at any point leaves the row pending and
-//! due, and the driver's first poll after the restart sends it: at least
-//! once, never lost, and never both `completed` and `expired` (one row per
+//! the driver with the committed row; the driver queues it to a sender;
+//! the sender signs the stored bytes, vets the receiver's addresses,
+//! POSTs, and records the attempt with the delivery's next state in one
+//! write. A crash at any point leaves the row pending and due, and the
+//! driver's first poll after the restart sends it: at least once, never
+//! lost, and never both `completed` and `expired` (one row per
 //! verification).
 //!
 //! Limits: [`SEND_QUEUE_MAX`] queued attempts, `webhooks.sender_threads`

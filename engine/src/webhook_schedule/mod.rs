@@ -29,12 +29,13 @@
 //! as no attempt of it has happened; every attempt starts here from a row
 //! taken in, so a committed row newer than every row taken in so far is
 //! taken as it is, and an older one (its wake came late, after a poll had
-//! read the row) is read again. What the scheduler keeps in memory is bounded (see [`Limits`]);
-//! whatever does not fit is left to the poll, which finds every pending and
-//! due row. That is why a committed delivery is never lost: it is either in
-//! flight, waiting here for a slot, timed here, or in the database where the
-//! next poll reads it. A full job queue does not drop anything either: the
-//! delivery goes back to the head of its receiver's line.
+//! read the row) is read again. What the scheduler keeps in memory is
+//! bounded (see [`Limits`]); whatever does not fit is left to the poll,
+//! which finds every pending and due row. That is why a committed delivery
+//! is never lost: it is either in flight, waiting here for a slot, timed
+//! here, or in the database where the next poll reads it. A full job queue
+//! does not drop anything either: the delivery goes back to the head of its
+//! receiver's line.
 //!
 //! Two promises hold at every step (checked by `debug_assert` and by the
 //! tests): a delivery is never dispatched again while it is in flight (from

@@ -2,8 +2,9 @@
 //! the driver's turns, a bounded job queue, sender threads and the writer,
 //! with every bound shrunk so the edges are hit all the time: wakes lost,
 //! wakes with the committed row arriving late (after a poll has read and
-//! sent the row), the job queue full, the waiting room full, no timer left, fetches
-//! dropped, attempts failing, records failing, companies unreadable.
+//! sent the row), the job queue full, the waiting room full, no timer
+//! left, fetches dropped, attempts failing, records failing, companies
+//! unreadable.
 //!
 //! At every dispatch it checks the scheduler's promises (never a delivery
 //! twice in flight, never more than the per-receiver and total bounds,
