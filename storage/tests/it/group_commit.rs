@@ -4,8 +4,9 @@
 //! Not for: what a committed batch sets off (`crate::committed`).
 
 use crate::support::*;
+use dialproof_engine::idempotency::Fingerprint;
 use dialproof_engine::time::UnixMillis;
-use dialproof_storage::{Inserted, NewRejection, Options, StorageError, WriteOp};
+use dialproof_storage::{Inserted, KeyedCreate, NewRejection, Options, StorageError, WriteOp};
 use std::sync::mpsc;
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
@@ -290,6 +291,43 @@ fn a_rerun_batch_fires_the_op_fail_point_once_per_op() {
     assert_eq!(store.stats().batches_rerun, 1);
     // Rows 0 and 2 failed at the fail point; 1 and 3 are stored.
     assert_eq!(db.count("SELECT count(*) FROM verifications"), 2);
+    store.shutdown();
+}
+
+/// A keyed create whose row is refused after its key was claimed (the id
+/// is taken) leaves no key behind, so a retry with that key is not
+/// answered with a verification that was never stored.
+#[test]
+fn a_keyed_create_whose_row_fails_leaves_no_key() {
+    let db = db();
+    let store = db.store();
+    let taken = db.row(1);
+    insert(&store, taken.clone()).expect("insert");
+    let mut row = db.row(2);
+    row.id = taken.id.clone();
+    row.idempotency_key = Some("retry-me".into());
+    let (tx, rx) = mpsc::channel();
+    store
+        .submit(WriteOp::InsertVerification {
+            keyed: Some(Box::new(KeyedCreate {
+                fingerprint: Fingerprint([7; 32]),
+                response_body: "{}".into(),
+                expired_before: UnixMillis(0),
+            })),
+            row,
+            reply: Box::new(move |r| {
+                let _ = tx.send(r);
+            }),
+        })
+        .expect("submit");
+    let r = rx.recv_timeout(REPLY_WAIT).expect("reply");
+    assert!(matches!(r, Err(StorageError::Conflict(_))), "{r:?}");
+    assert_eq!(
+        db.count("SELECT count(*) FROM idempotency_keys"),
+        0,
+        "the key outlived its refused row"
+    );
+    assert_eq!(store.stats().batches_rerun, 1);
     store.shutdown();
 }
 
