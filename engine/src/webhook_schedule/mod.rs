@@ -5,8 +5,8 @@
 //! The binary's driver thread owns one [`Scheduler`] and feeds it what
 //! happened, each time with `now` read once for its turn:
 //!
-//! - [`Scheduler::handle_committed_row`] (or [`Scheduler::handle_committed`]
-//!   with its id only): a transition committed an outbox row;
+//! - [`Scheduler::handle_committed_row`]: a transition committed an outbox
+//!   row;
 //! - [`Scheduler::handle_timeout`]: time passed (retry timers, holds);
 //! - [`Scheduler::handle_polled`] / [`Scheduler::handle_rows`]: rows read
 //!   from the database, by the periodic poll or on the scheduler's request;
@@ -209,10 +209,11 @@ impl<T> Scheduler<T> {
 
     // ----- inputs -------------------------------------------------------
 
-    /// A transition committed outbox row `id`: its row is read next
-    /// ([`Scheduler::poll_fetch`]), so the first attempt leaves within the
-    /// driver's turn rather than at the next poll.
-    pub fn handle_committed(&mut self, id: DeliveryId) {
+    /// A wake for committed outbox row `id` whose row cannot be taken as
+    /// it came: the row is read next ([`Scheduler::poll_fetch`]), so the
+    /// attempt leaves within the driver's turn rather than at the next poll.
+    /// (The tests and the simulation also wake by id alone.)
+    fn handle_committed(&mut self, id: DeliveryId) {
         self.fetch(id);
     }
 
@@ -220,11 +221,11 @@ impl<T> Scheduler<T> {
     /// so the driver need not read it. Taken as it is when it is newer than
     /// every row taken in so far (no attempt of it can have happened);
     /// otherwise its wake came after a poll had read it, perhaps after its
-    /// attempt was recorded, and it is read again as
-    /// [`Scheduler::handle_committed`] would.
+    /// attempt was recorded, and it is read again as a wake without its
+    /// row would be.
     pub fn handle_committed_row(&mut self, row: Row<T>, now: UnixMillis) {
         if row.id <= self.newest_taken {
-            self.fetch(row.id);
+            self.handle_committed(row.id);
             return;
         }
         self.admit(row, now);
