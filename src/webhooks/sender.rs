@@ -337,17 +337,7 @@ fn answered(
     match sent {
         Ok(mut response) => {
             let status = response.status().as_u16();
-            // Read at most the logged size; the rest is left unread (the
-            // connection is then not reused, which is fine).
-            let mut buf = Vec::with_capacity(1024);
-            let _ = response
-                .body_mut()
-                .as_reader()
-                .take(RESPONSE_BODY_LOG_BYTES_MAX as u64)
-                .read_to_end(&mut buf);
-            // Valid UTF-8 (the usual case) is kept without a copy.
-            let response_body = String::from_utf8(buf)
-                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+            let response_body = body_for_log(response.body_mut().as_reader());
             Exchange {
                 status: Some(status),
                 error: None,
@@ -364,6 +354,31 @@ fn answered(
     }
 }
 
+/// The first [`RESPONSE_BODY_LOG_BYTES_MAX`] bytes of a response body, as
+/// text for the attempt's log; the rest is left unread (the connection is
+/// then not reused, which is fine). A read error ends the text where it
+/// came: the status is the answer, the body only a clue.
+///
+/// Read into the stack and copied out at its length: a receiver's answer
+/// is usually a few bytes or none, and a heap buffer of a kilobyte or more
+/// per attempt cost a tenth of a sender's CPU under load. glibc's malloc
+/// merges all its small free chunks on every request of 1,024 bytes or
+/// more that the thread's own cache cannot serve, and it never can here:
+/// the text is freed on the storage writer's thread, which stores it.
+fn body_for_log(mut body: impl Read) -> String {
+    let mut buf = [0u8; RESPONSE_BODY_LOG_BYTES_MAX];
+    let mut len = 0;
+    while len < buf.len() {
+        match body.read(&mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    String::from_utf8_lossy(&buf[..len]).into_owned()
+}
+
 /// The log's text for a failed exchange.
 fn describe(e: ureq::Error) -> String {
     match e {
@@ -375,5 +390,70 @@ fn describe(e: ureq::Error) -> String {
         ureq::Error::HostNotFound => ssrf::unresolvable_message("no addresses"),
         ureq::Error::Io(io) => format!("network error: {io}"),
         other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::VecDeque;
+    use std::io::{Error, ErrorKind};
+
+    /// A body that arrives in the given pieces, each `Err` once as that
+    /// kind of error.
+    struct Pieces(VecDeque<Result<Vec<u8>, ErrorKind>>);
+
+    fn pieces(list: Vec<Result<Vec<u8>, ErrorKind>>) -> Pieces {
+        Pieces(list.into())
+    }
+
+    impl Read for Pieces {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            match self.0.pop_front() {
+                None => Ok(0),
+                Some(Err(kind)) => Err(Error::from(kind)),
+                Some(Ok(mut bytes)) => {
+                    let n = bytes.len().min(out.len());
+                    out[..n].copy_from_slice(&bytes[..n]);
+                    bytes.drain(..n);
+                    if !bytes.is_empty() {
+                        self.0.push_front(Ok(bytes));
+                    }
+                    Ok(n)
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_body_is_logged_whole_across_pieces_and_interruptions() {
+        let body = pieces(vec![
+            Ok(b"ans".to_vec()),
+            Err(ErrorKind::Interrupted),
+            Ok(b"wer 200".to_vec()),
+        ]);
+        assert_eq!(body_for_log(body), "answer 200");
+        assert_eq!(body_for_log(pieces(vec![])), "");
+    }
+
+    #[test]
+    fn a_long_body_is_cut_at_the_logged_size() {
+        let body = pieces(vec![Ok(vec![b'x'; 3000]), Ok(vec![b'y'; 3000])]);
+        let logged = body_for_log(body);
+        assert_eq!(logged.len(), RESPONSE_BODY_LOG_BYTES_MAX);
+        assert!(
+            logged.starts_with('x') && logged.ends_with('y'),
+            "{logged:.20}"
+        );
+    }
+
+    #[test]
+    fn a_read_error_ends_the_text_and_bad_bytes_are_replaced() {
+        let body = pieces(vec![
+            Ok(b"ok \xff".to_vec()),
+            Err(ErrorKind::ConnectionReset),
+            Ok(b"never read".to_vec()),
+        ]);
+        assert_eq!(body_for_log(body), "ok \u{fffd}");
     }
 }
