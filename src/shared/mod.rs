@@ -1,8 +1,9 @@
 //! The handles the runtime builds at start-up and hands to the parts that
 //! use them: the clock, the configuration, the lease table, the expiry
 //! schedule, the metrics, the resolver, the key cache, the request windows,
-//! the operator connection, the thread pool for blocking work, the pending
-//! verifications held for GETs and the creates' idempotency keys. Each part
+//! the operator connection, the thread pool for blocking work, the
+//! background threads' CPU priority, the pending verifications held for
+//! GETs and the creates' idempotency keys. Each part
 //! (`crate::api`, `crate::dashboard`, `crate::sip`, `crate::webhooks`,
 //! `crate::ops`) receives only the ones it names in its own context type.
 //!
@@ -24,6 +25,7 @@ pub mod leases;
 pub mod metrics;
 pub mod number_health;
 pub mod offload;
+pub mod priority;
 pub mod rate_limiters;
 pub mod reply_slot;
 pub mod resolve;

@@ -16,7 +16,9 @@
 //! `dialproof_engine::webhook_schedule::PER_RECEIVER_IN_FLIGHT_MAX` (8)
 //! attempts per receiver and `driver::IN_FLIGHT_MAX` in all, response
 //! bodies read up to `dialproof_storage::RESPONSE_BODY_LOG_BYTES_MAX`, 10 s
-//! per attempt.
+//! per attempt. The driver and the senders run below the rest of the
+//! service in CPU priority (`crate::shared::priority`): a webhook can wait
+//! a few milliseconds for a call's answer, not the other way round.
 //!
 //! Not for: deciding anything: building payloads or signatures
 //! (`dialproof_engine::webhook`), the retry schedule
@@ -34,6 +36,7 @@ pub mod waker;
 use crate::shared::clock::Clock;
 use crate::shared::config::LiveConfig;
 use crate::shared::metrics::Metrics;
+use crate::shared::priority;
 use crate::shared::resolve::Resolver;
 use anyhow::{Context, Result};
 use crossbeam_channel::{unbounded, Receiver};
@@ -105,13 +108,19 @@ pub fn spawn(ctx: Arc<Webhooks>, wakes: Receiver<waker::Wake>) -> Result<()> {
         let (jobs, done) = (jobs_rx.clone(), internal_tx.clone());
         std::thread::Builder::new()
             .name(format!("webhook-sender-{i}"))
-            .spawn(move || sender::run(ctx, agents, schedule, jobs, done))
+            .spawn(move || {
+                priority::lower_this_thread();
+                sender::run(ctx, agents, schedule, jobs, done)
+            })
             .context("starting a webhook sender thread")?;
     }
     let driver = driver::Driver::new(ctx, reader, jobs_tx);
     std::thread::Builder::new()
         .name("webhook-driver".into())
-        .spawn(move || driver.run(wakes, internal_rx))
+        .spawn(move || {
+            priority::lower_this_thread();
+            driver.run(wakes, internal_rx)
+        })
         .context("starting the webhook driver thread")?;
     tracing::info!(
         senders,

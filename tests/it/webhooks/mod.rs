@@ -3,8 +3,8 @@
 //! real call ([`call`]), the per-receiver limit ([`concurrency`]),
 //! `verification.failed` ([`failed`]), the previous secret after a rotation
 //! ([`secret_rotation`]), deliveries due across a restart ([`restart`]),
-//! the SSRF guard at delivery time ([`rebinding`]) and delivery over HTTPS
-//! ([`tls`]).
+//! the SSRF guard at delivery time ([`rebinding`]), delivery over HTTPS
+//! ([`tls`]) and the pipeline's CPU priority ([`priority`]).
 //!
 //! Not for: receivers that misbehave (`resilience::hostile::receivers`),
 //! or the dashboard's delivery log (`dashboard::webhooks`).
@@ -13,6 +13,7 @@ mod call;
 mod concurrency;
 mod delivery;
 mod failed;
+mod priority;
 mod rebinding;
 mod restart;
 mod secret_rotation;
