@@ -20,8 +20,17 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-/// How long a sync waits for its read or commit.
+/// How long a sync waits for its read or each of its commits.
 const SYNC_WAIT: Duration = Duration::from_secs(10);
+
+/// Most counter rows one write of a sync carries. The storage writer runs
+/// one op at a time and a call's commit waits behind the op before it: at
+/// thousands of leases a second, one write of every number changed in the
+/// last second held the writer for 20-30 ms once a second, and the calls
+/// that came meanwhile waited that long for their final response
+/// (benches/README.md, "Background threads at a lower priority"). 256 rows
+/// take about a millisecond.
+const SAVE_CHUNK_ROWS: usize = 256;
 
 #[derive(Default)]
 struct State {
@@ -121,8 +130,21 @@ impl NumberHealth {
             }
         };
         let in_db: HashSet<String> = in_db.into_iter().map(|q| q.number).collect();
+        let (rows, new) = self.take_changes(&in_db);
+        if !rows.is_empty() || !new.is_empty() {
+            self.save(store, rows, new);
+        }
+    }
+
+    /// Ends the quarantines released in the database (`in_db` is what it
+    /// holds now) and takes what changed since the last write: each
+    /// changed number with its counters, and the quarantines not stored.
+    fn take_changes(
+        &self,
+        in_db: &HashSet<String>,
+    ) -> (Vec<(PackedNumber, NumberHealthRow)>, Vec<Quarantine>) {
         let mut s = self.state.lock();
-        let released: Vec<String> = s.stored.difference(&in_db).cloned().collect();
+        let released: Vec<String> = s.stored.difference(in_db).cloned().collect();
         for number in &released {
             s.engine.release(number);
             s.quarantined.remove(number);
@@ -132,9 +154,12 @@ impl NumberHealth {
         }
         // Taken, not drained: a drained set keeps its peak's buckets, and a
         // burst of leases between two ticks would keep them for good.
-        let dirty: Vec<PackedNumber> = std::mem::take(&mut s.dirty).into_iter().collect();
-        let rows: Vec<NumberHealthRow> = dirty.iter().filter_map(|n| row(&s.engine, *n)).collect();
-        let new: Vec<Quarantine> = s
+        let dirty = std::mem::take(&mut s.dirty);
+        let rows = dirty
+            .into_iter()
+            .filter_map(|n| Some((n, row(&s.engine, n)?)))
+            .collect();
+        let new = s
             .quarantined
             .iter()
             .filter(|(n, _)| !s.stored.contains(*n))
@@ -144,23 +169,44 @@ impl NumberHealth {
                 since: *since,
             })
             .collect();
-        // Not under the lock: the commit consumer takes it for every lease.
-        drop(s);
-        if rows.is_empty() && new.is_empty() {
-            return;
-        }
-        let saved = store.commit(SYNC_WAIT, |reply| WriteOp::SaveNumberHealth {
-            rows,
-            quarantines: new.clone(),
-            reply,
-        });
-        let mut s = self.state.lock();
-        match saved {
-            Outcome::Done(()) => s.stored.extend(new.into_iter().map(|q| q.number)),
-            failed => {
-                // Written again at the next tick.
-                s.dirty.extend(dirty);
-                tracing::warn!(error = %failed, "saving number health failed");
+        (rows, new)
+    }
+
+    /// Writes `rows` [`SAVE_CHUNK_ROWS`] at a time, `new` quarantines with
+    /// the first write, each write committed before the next is submitted,
+    /// so that calls' commits go in between. Not under the lock: the commit
+    /// consumer takes it for every lease. What a failed write held, and
+    /// every row after it, is marked changed again for the next tick.
+    fn save(
+        &self,
+        store: &Store,
+        rows: Vec<(PackedNumber, NumberHealthRow)>,
+        new: Vec<Quarantine>,
+    ) {
+        let mut rows = rows.into_iter();
+        let mut quarantines = new;
+        loop {
+            let (numbers, chunk): (Vec<PackedNumber>, Vec<NumberHealthRow>) =
+                rows.by_ref().take(SAVE_CHUNK_ROWS).unzip();
+            if chunk.is_empty() && quarantines.is_empty() {
+                return;
+            }
+            let first = std::mem::take(&mut quarantines);
+            let saved = store.commit(SYNC_WAIT, |reply| WriteOp::SaveNumberHealth {
+                rows: chunk,
+                quarantines: first.clone(),
+                reply,
+            });
+            let mut s = self.state.lock();
+            match saved {
+                Outcome::Done(()) => s.stored.extend(first.into_iter().map(|q| q.number)),
+                failed => {
+                    // Written again at the next tick.
+                    s.dirty.extend(numbers);
+                    s.dirty.extend(rows.map(|(n, _)| n));
+                    tracing::warn!(error = %failed, "saving number health failed");
+                    return;
+                }
             }
         }
     }

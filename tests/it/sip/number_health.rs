@@ -177,3 +177,35 @@ fn a_stored_quarantine_is_withheld_from_the_start_after_a_restart() {
     let out = s.cli_output(&["number", "release", &quarantined]);
     assert!(!out.status.success(), "a second release must fail");
 }
+
+/// More numbers change between two ticks than one write of the sync
+/// carries (256 rows, `SAVE_CHUNK_ROWS` in src/shared/number_health.rs: the
+/// writer then commits calls between the writes): every one of them is
+/// in the database after the tick, as `dialproof number health` reads it.
+#[test]
+fn a_tick_with_more_changed_numbers_than_one_write_carries_saves_them_all() {
+    const NUMBERS: u64 = 600;
+    // Each key may create 120 a minute (the default limit).
+    const PER_KEY: u64 = 120;
+    let s = Server::start(&sip_config(&trusted_line(NUMBERS, 603)));
+    let tokens: Vec<String> = (0..NUMBERS.div_ceil(PER_KEY))
+        .map(|i| s.new_client(&format!("Client {i}")))
+        .collect();
+    for i in 0..NUMBERS {
+        let token = &tokens[usize::try_from(i / PER_KEY).unwrap()];
+        let r = s.create(token, &body(&format!("+7912{i:07}")));
+        assert_eq!(r.status, 201, "create {i}: {}", r.text());
+    }
+    let mut last = Default::default();
+    let saved = poll(Duration::from_secs(15), || {
+        last = health(&s);
+        let all = last.len() as u64 == NUMBERS && last.values().all(|r| r["leases"] == 1);
+        all.then_some(())
+    });
+    let with_a_lease = last.values().filter(|r| r["leases"] == 1).count();
+    assert!(
+        saved.is_some(),
+        "{with_a_lease} of {NUMBERS} numbers stored with their one lease ({} rows)",
+        last.len()
+    );
+}
