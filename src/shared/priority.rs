@@ -9,12 +9,12 @@
 //! weight, and at equal weight the senders (one thread per connection in
 //! flight) and the driver take their turns between a call's INVITE and
 //! its final response. Measured with sipp at about 60 % of the saturated
-//! rate (`tools/sip-ab.sh`, benches/README.md "Background threads at a
-//! lower priority"): the leased p99 fell from 32-44 ms to about 24-28 ms
-//! with the pipeline's threads ten steps lower, and webhooks still came in
-//! as fast on average. Weights share, never starve: a nice-10 thread still
-//! gets about a tenth of a core against one busy nice-0 thread, and the
-//! senders are many.
+//! rate (`tools/sip-bench.sh`, benches/README.md "Background threads at a
+//! lower priority"): the leased p99 fell from 28-48 ms to 24-32 ms with
+//! the pipeline's threads ten steps lower; at 1,000 calls a second a
+//! webhook leaves about 0.4 ms later. Weights share, never starve: a
+//! nice-10 thread still gets about a tenth of a core against one busy
+//! nice-0 thread, and the senders are many.
 //!
 //! On Linux a thread's nice value is its own (the system call names the
 //! process, but NPTL applies it to the calling thread), so this lowers
