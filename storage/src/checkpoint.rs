@@ -52,7 +52,7 @@
 //! busy writer only the writer's forced checkpoint does: it then flushed
 //! every page the thread's partial checkpoints had copied since the last
 //! forced one, about 20 ms inside the writer each time the WAL wrapped
-//! (twice a second at 4,800 leased calls a second), while every call
+//! (every 0.7-0.85 s at 4,800 leased calls a second), while every call
 //! waited for its commit (benches/README.md, "Background threads at a lower
 //! priority"). Synced as they are copied, those pages are on disk by then.
 //!
