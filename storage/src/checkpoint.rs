@@ -146,7 +146,8 @@ pub(crate) struct Checkpointer {
     /// How many of `runs` were added to the store's counters.
     published: u64,
     /// The database file, read-only, for the checkpoint thread's syncs
-    /// (`None` if it could not be opened: SQLite's own syncs still run).
+    /// (`None` for the writer's own checkpointer, or if it could not be
+    /// opened: SQLite's own syncs still run).
     db_file: Option<std::fs::File>,
 }
 
@@ -191,8 +192,15 @@ impl Checkpointer {
             force_at_bytes: WAL_BYTES_FORCE,
             runs: 0,
             published: 0,
-            db_file: std::fs::File::open(db_path).ok(),
+            db_file: None,
         })
+    }
+
+    /// The checkpoint thread's checkpointer: it also syncs the database
+    /// file at `db_path` after each of its checkpoints (module docs).
+    pub(crate) fn syncing_database_file(mut self, db_path: &std::path::Path) -> Checkpointer {
+        self.db_file = std::fs::File::open(db_path).ok();
+        self
     }
 
     /// The checkpoint thread's step: the writer has committed `batches`

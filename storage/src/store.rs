@@ -176,7 +176,8 @@ impl Store {
         let forcer = Checkpointer::new(&writer_conn, path, opts.replication)?;
         schema::migrate(&writer_conn)?;
         let checkpoint_conn = conn::open(path, Role::Writer)?;
-        let checkpointer = Checkpointer::new(&checkpoint_conn, path, opts.replication)?;
+        let checkpointer = Checkpointer::new(&checkpoint_conn, path, opts.replication)?
+            .syncing_database_file(path);
         let mut reader_conns = Vec::with_capacity(opts.readers);
         for _ in 0..opts.readers {
             reader_conns.push(conn::open(path, Role::Reader)?);

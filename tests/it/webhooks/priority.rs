@@ -7,11 +7,20 @@
 //! "Background threads at a lower priority", measured with sipp).
 
 use crate::support::*;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The step the service applies (`BACKGROUND_NICE_STEP` in
 /// `src/shared/priority.rs`): a deliberate change of it changes this too.
 const STEP: i64 = 10;
+
+/// The nice value in a `/proc/.../stat` text. The name in its parentheses
+/// may hold spaces: fields are counted after the last ')'. Nice is field
+/// 19, the 17th after it.
+fn nice(stat: &str) -> i64 {
+    let after = &stat[stat.rfind(')').expect("stat has the name in parentheses") + 2..];
+    let nice = after.split(' ').nth(16).and_then(|f| f.parse().ok());
+    nice.expect("stat's nice field")
+}
 
 /// Every thread of `pid`: its name (as the kernel keeps it, cut to 15
 /// bytes: every sender shows as `webhook-sender-`) and its nice value.
@@ -27,41 +36,34 @@ fn threads(pid: u32) -> Vec<(String, i64)> {
         ) else {
             continue;
         };
-        // The name in stat's parentheses may hold spaces: fields are
-        // counted after the last ')'. Nice is field 19, the 17th after it.
-        let after = &stat[stat.rfind(')').expect("stat has the name in parentheses") + 2..];
-        let nice = after.split(' ').nth(16).and_then(|f| f.parse().ok());
-        out.push((comm.trim().to_owned(), nice.expect("stat's nice field")));
+        out.push((comm.trim().to_owned(), nice(&stat)));
     }
     out
+}
+
+fn in_pipeline(name: &str) -> bool {
+    name == "webhook-driver" || name.starts_with("webhook-sender-")
 }
 
 #[test]
 fn webhook_threads_run_ten_nice_steps_below_the_service() {
     let s = Server::with_pools(1, 0);
     let pid = s.pid();
-    let base = threads(pid)
-        .into_iter()
-        .find(|(name, _)| name != "webhook-driver" && !name.starts_with("webhook-sender-"))
-        .map(|(_, nice)| nice)
-        .expect("the main thread");
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("the main thread");
+    let base = nice(&stat);
     let expected = (base + STEP).min(19);
     // The threads lower themselves as they start, just before READY or
     // just after it: wait (bounded) for the last of them.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut seen;
-    loop {
-        seen = threads(pid);
-        let pipeline: Vec<_> = seen
+    let lowered = poll(Duration::from_secs(10), || {
+        let seen = threads(pid);
+        let pipeline: Vec<i64> = seen
             .iter()
-            .filter(|(name, _)| name == "webhook-driver" || name.starts_with("webhook-sender-"))
+            .filter(|(name, _)| in_pipeline(name))
+            .map(|(_, nice)| *nice)
             .collect();
-        let lowered = pipeline.iter().all(|(_, nice)| *nice == expected);
-        if (pipeline.len() > 1 && lowered) || Instant::now() > deadline {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+        (pipeline.len() > 1 && pipeline.iter().all(|n| *n == expected)).then_some(seen)
+    });
+    let seen = lowered.unwrap_or_else(|| threads(pid));
     let nice_of = |wanted: &str| {
         seen.iter()
             .filter(|(name, _)| name == wanted || name.starts_with(&format!("{wanted}-")))
