@@ -167,8 +167,9 @@ impl Driver {
 
     fn poll(&mut self, now: UnixMillis) {
         // A whole batch at the poll's cadence, a refill when brought forward.
-        let limit = self.scheduler.poll_limit(now, POLL_BATCH_MAX);
-        let rows = match self.reader.due_deliveries(now, limit) {
+        let read = self.scheduler.poll_read(now, POLL_BATCH_MAX);
+        let from = read.from.map(|m| (m.due, m.id));
+        let rows = match self.reader.due_deliveries(now, from, read.limit) {
             Ok(rows) => rows,
             Err(e) => {
                 // No rows: the next poll, at the usual cadence, tries again.

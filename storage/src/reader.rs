@@ -251,21 +251,40 @@ impl Reader {
     }
 
     /// Pending outbox rows whose next attempt is due at `now`, earliest
-    /// first, at most `limit` (capped at [`DUE_DELIVERIES_LIMIT_MAX`]).
+    /// first (by due moment, then id), at most `limit` (capped at
+    /// [`DUE_DELIVERIES_LIMIT_MAX`]). With `from` (a due moment and an id),
+    /// only the rows at or after that place in the order: the webhook
+    /// driver's refill, which continues where its last read left rows.
     pub fn due_deliveries(
         &self,
         now: UnixMillis,
+        from: Option<(UnixMillis, i64)>,
         limit: usize,
     ) -> Result<Vec<DeliveryRow>, StorageError> {
         let limit = limit.min(DUE_DELIVERIES_LIMIT_MAX) as i64;
+        let Some((from_due, from_id)) = from else {
+            let mut stmt = self.conn.prepare_cached(&format!(
+                "SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries \
+                 WHERE state = 'pending' AND next_attempt_at <= ?1 \
+                 ORDER BY next_attempt_at, id LIMIT ?2"
+            ))?;
+            return collect_rows(
+                &mut stmt,
+                rusqlite::params![now.0, limit],
+                delivery_from_row,
+            );
+        };
+        // A row value: SQLite seeks the due index to the place, as it does
+        // to the first due row above.
         let mut stmt = self.conn.prepare_cached(&format!(
             "SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries \
              WHERE state = 'pending' AND next_attempt_at <= ?1 \
+             AND (next_attempt_at, id) >= (?3, ?4) \
              ORDER BY next_attempt_at, id LIMIT ?2"
         ))?;
         collect_rows(
             &mut stmt,
-            rusqlite::params![now.0, limit],
+            rusqlite::params![now.0, limit, from_due.0, from_id],
             delivery_from_row,
         )
     }

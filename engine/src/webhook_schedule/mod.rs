@@ -16,8 +16,8 @@
 //! and does what it asks:
 //!
 //! - [`Scheduler::poll_fetch`]: read this delivery's row and hand it back;
-//! - [`Scheduler::wants_poll`]: read the due rows now, at most
-//!   [`Scheduler::poll_limit`] of them;
+//! - [`Scheduler::wants_poll`]: read the due rows now, as
+//!   [`Scheduler::poll_read`] says (how many, and from where);
 //! - [`Scheduler::poll_dispatch`]: give this delivery to a sender (or hand
 //!   it back with [`Scheduler::handle_unsent`] when the queue is full, or
 //!   drop it with [`Scheduler::handle_abandoned`] when it cannot be sent);
@@ -65,6 +65,21 @@ pub use receiver::ReceiverKey;
 
 /// An outbox row's id.
 pub type DeliveryId = i64;
+
+/// A place in the order the due rows are read in: by due moment, then id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Mark {
+    pub due: UnixMillis,
+    pub id: DeliveryId,
+}
+
+/// What the next read of due rows should be: at most `limit` rows, in
+/// [`Mark`] order, starting at `from` (at the first due row when `None`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PollRead {
+    pub limit: usize,
+    pub from: Option<Mark>,
+}
 
 /// What the scheduler needs of a delivery row, and the row itself (`data`,
 /// opaque here) to hand back in the [`Dispatch`].
@@ -148,10 +163,17 @@ pub struct Scheduler<T> {
     next_poll: UnixMillis,
     last_poll: Option<UnixMillis>,
     /// When a poll next reads a whole batch (the poll's cadence); a poll
-    /// brought forward before then only refills (see `poll_limit`).
+    /// brought forward before then only refills (see `poll_read`).
     full_poll_at: UnixMillis,
-    /// The row limit of the poll under way, if the driver asked for one.
-    poll_asked: Option<usize>,
+    /// The read under way, if the driver asked for one.
+    poll_asked: Option<PollRead>,
+    /// Where an early poll starts reading: the first row left for lack of
+    /// room since the last read, or just after the last row of a read that
+    /// stopped at its limit; `None` when no row is known to be left.
+    /// Every due row before it was read since the last whole read and
+    /// taken in (waiting, in flight, timed or held), so a refill that read
+    /// from the start, as it did, read those again only to skip them.
+    refill_from: Option<Mark>,
 }
 
 impl<T> Default for Scheduler<T> {
@@ -183,6 +205,7 @@ impl<T> Scheduler<T> {
             last_poll: None,
             full_poll_at: UnixMillis(i64::MIN),
             poll_asked: None,
+            refill_from: None,
         }
     }
 
@@ -258,11 +281,30 @@ impl<T> Scheduler<T> {
         // A hold outlives its moment only if its timer was not kept; the
         // poll is then what ends it, so the map cannot grow for ever.
         self.held.retain(|_, until| *until > now);
-        let mut read = 0;
-        self.handle_rows(rows.into_iter().inspect(|_| read += 1), now);
-        if self.poll_asked.take().is_some_and(|limit| read >= limit) {
+        // The read covered every due row from where it started (all rows
+        // left before were at or after that place) to its last row, or to
+        // the end: what it leaves, or its end, is where a refill starts.
+        self.refill_from = None;
+        let (mut read, mut last) = (0, None);
+        let rows = rows.into_iter().inspect(|row| {
+            read += 1;
+            last = row.next_attempt_at.map(|due| Mark { due, id: row.id });
+        });
+        self.handle_rows(rows, now);
+        if self
+            .poll_asked
+            .take()
+            .is_some_and(|asked| read >= asked.limit)
+        {
             // The read stopped at its limit, so more due rows may wait in
-            // the database: the next freed slot brings the poll forward.
+            // the database after its last: the next freed slot brings the
+            // poll forward, and it starts there.
+            if let Some(last) = last {
+                self.note_left(Mark {
+                    due: last.due,
+                    id: last.id.saturating_add(1),
+                });
+            }
             self.left_to_poll = true;
         }
     }
@@ -341,26 +383,57 @@ impl<T> Scheduler<T> {
         now >= self.next_poll || self.last_poll.is_some_and(|last| now < last)
     }
 
-    /// How many due rows the poll at `now` should read, given the driver's
-    /// own batch bound `max`. At the poll's cadence (and after the clock
-    /// stepped back), all `max`: that poll is the safety net. A poll
-    /// brought forward in between only refills the lines a freed slot
-    /// opened, so it reads the rows already here (in flight or waiting:
-    /// the oldest due rows mostly are these) and one receiver's waiting
-    /// room more. Under one receiver's backlog, reading a whole batch on
-    /// every early poll to admit a line's worth was most of the driver's
-    /// work. The answer holds for the next [`Scheduler::handle_polled`]:
-    /// if that poll comes back with as many rows as asked, more may be
-    /// due, and the next freed slot brings a poll forward again.
-    pub fn poll_limit(&mut self, now: UnixMillis, max: usize) -> usize {
-        let limit = if self.full_poll_due(now) {
-            max
+    /// What the poll at `now` should read, given the driver's own batch
+    /// bound `max`. At the poll's cadence (and after the clock stepped
+    /// back), all `max` from the first due row: that poll is the safety
+    /// net, and finds every due row a refill would not (a row whose record
+    /// failed and whose timer was not kept, a dispatch abandoned, a fetch
+    /// over its bound). A poll brought forward in between only refills the
+    /// lines a freed slot opened: it reads from where the last read left
+    /// rows for lack of room (or stopped at its limit), as many as the
+    /// roomiest line can take. Under one receiver's backlog, reading from
+    /// the first due row again read the rows already here first (most of
+    /// the oldest due rows are these), about four rows read for each one
+    /// taken in. The answer holds for the next [`Scheduler::handle_polled`]:
+    /// if that poll comes back with as many rows as asked, more may be due,
+    /// and the next freed slot brings a poll forward again.
+    pub fn poll_read(&mut self, now: UnixMillis, max: usize) -> PollRead {
+        let read = if self.full_poll_due(now) {
+            PollRead {
+                limit: max,
+                from: None,
+            }
+        } else if let Some(from) = self.refill_from {
+            PollRead {
+                limit: max.min(self.refill_room()),
+                from: Some(from),
+            }
         } else {
+            // Not expected (a poll is brought forward only with a place to
+            // start from): the rows here, then one waiting room.
             let here = self.in_flight.len() + self.waiting.len();
-            max.min(here + self.limits.waiting_per_receiver_max)
+            PollRead {
+                limit: max.min(here + self.limits.waiting_per_receiver_max),
+                from: None,
+            }
         };
-        self.poll_asked = Some(limit);
-        limit
+        self.poll_asked = Some(read);
+        read
+    }
+
+    /// The rows a refill may take in: the free waiting room of the roomiest
+    /// line here (a whole room if none is), and never less than one
+    /// receiver's slots, so a refill always reads something.
+    fn refill_room(&self) -> usize {
+        let per = self.limits.waiting_per_receiver_max;
+        let roomiest = self
+            .lanes
+            .values()
+            .map(|lane| per.saturating_sub(lane.waiting.len()))
+            .max();
+        roomiest
+            .unwrap_or(per)
+            .max(self.limits.per_receiver_in_flight_max)
     }
 
     fn full_poll_due(&self, now: UnixMillis) -> bool {
@@ -432,7 +505,7 @@ impl<T> Scheduler<T> {
             }
             self.held.remove(&id);
         }
-        match row.next_attempt_at {
+        let due = match row.next_attempt_at {
             None => return,
             Some(at) if at > now => {
                 // Read early (a wake for a schedule whose first delay is
@@ -440,8 +513,8 @@ impl<T> Scheduler<T> {
                 self.set_timer(id, at);
                 return;
             }
-            Some(_) => {}
-        }
+            Some(at) => at,
+        };
         let full = self.waiting.len() >= self.limits.waiting_max;
         let lane = self
             .lanes
@@ -450,10 +523,10 @@ impl<T> Scheduler<T> {
         if full || lane.waiting.len() >= self.limits.waiting_per_receiver_max {
             // No room: the row stays pending and due in the database, and
             // the poll brings it back (early, once a slot frees).
-            self.left_to_poll = true;
             if lane.in_flight == 0 && lane.waiting.is_empty() {
                 self.lanes.remove(&row.receiver);
             }
+            self.note_left(Mark { due, id });
             return;
         }
         // Kept as read, not read again at dispatch: a pending row changes
@@ -463,6 +536,13 @@ impl<T> Scheduler<T> {
         self.waiting.insert(id);
         self.timer_at.remove(&id);
         self.refresh(&row.receiver);
+    }
+
+    /// A due row at `mark` is left in the database for the poll: the next
+    /// freed slot brings the poll forward, and its refill starts no later.
+    fn note_left(&mut self, mark: Mark) {
+        self.left_to_poll = true;
+        self.refill_from = Some(self.refill_from.map_or(mark, |from| from.min(mark)));
     }
 
     fn fetch(&mut self, id: DeliveryId) {

@@ -101,16 +101,19 @@ impl World {
     }
 
     /// The poll's query, at most `limit` rows.
-    fn due_rows(&self, limit: usize) -> Vec<Row<DeliveryId>> {
+    /// What the database answers to `read`: pending due rows in (due, id)
+    /// order, from its place on.
+    fn due_rows(&self, read: PollRead) -> Vec<Row<DeliveryId>> {
         let mut due: Vec<(UnixMillis, DeliveryId)> = self
             .db
             .iter()
             .filter(|(_, r)| r.state == State::Pending && r.due <= self.now)
             .map(|(&id, r)| (r.due, id))
+            .filter(|&(due, id)| read.from.is_none_or(|from| Mark { due, id } >= from))
             .collect();
         due.sort_unstable();
         due.iter()
-            .take(limit)
+            .take(read.limit)
             .filter_map(|&(_, id)| self.row(id))
             .collect()
     }
@@ -276,8 +279,8 @@ fn run(seed: u64) {
         w.record(&mut s);
         s.handle_timeout(w.now);
         if s.wants_poll(w.now) {
-            let limit = s.poll_limit(w.now, POLL_BATCH_MAX);
-            let rows = w.due_rows(limit);
+            let read = s.poll_read(w.now, POLL_BATCH_MAX);
+            let rows = w.due_rows(read);
             s.handle_polled(rows, w.now);
         }
         while let Some(id) = s.poll_fetch() {

@@ -6,6 +6,7 @@
 //! package's `tests/it/webhooks`).
 
 use crate::support::*;
+use dialproof_engine::time::UnixMillis;
 use dialproof_engine::verification::Event;
 use dialproof_storage::{
     DeliveryFilter, DeliveryState, NewAttempt, StorageError, Store, WriteOp,
@@ -103,7 +104,10 @@ fn attempts_move_the_delivery_and_fill_the_log() {
     let store = db.store();
     let row = db.row(1);
     let id = insert_expired(&store, &row);
-    let due = db.reader().due_deliveries(T0.plus_seconds(61), 10).unwrap();
+    let due = db
+        .reader()
+        .due_deliveries(T0.plus_seconds(61), None, 10)
+        .unwrap();
     assert_eq!(due.len(), 1);
     let undelivered = db.reader().undelivered().unwrap();
     assert_eq!(undelivered.count, 1);
@@ -116,12 +120,12 @@ fn attempts_move_the_delivery_and_fill_the_log() {
     // Not due before its next attempt time.
     assert!(db
         .reader()
-        .due_deliveries(T0.plus_seconds(105), 10)
+        .due_deliveries(T0.plus_seconds(105), None, 10)
         .unwrap()
         .is_empty());
     assert_eq!(
         db.reader()
-            .due_deliveries(T0.plus_seconds(106), 10)
+            .due_deliveries(T0.plus_seconds(106), None, 10)
             .unwrap()
             .len(),
         1
@@ -144,7 +148,7 @@ fn attempts_move_the_delivery_and_fill_the_log() {
     );
     assert!(db
         .reader()
-        .due_deliveries(T0.plus_seconds(999_999), 10)
+        .due_deliveries(T0.plus_seconds(999_999), None, 10)
         .unwrap()
         .is_empty());
 
@@ -190,7 +194,7 @@ fn manual_retry_makes_it_due_now_and_bumps_the_change_version() {
     record(&store, attempt(id, 1, Some(500), DeliveryState::Dead)).unwrap();
     assert!(db
         .reader()
-        .due_deliveries(T0.plus_seconds(999), 10)
+        .due_deliveries(T0.plus_seconds(999), None, 10)
         .unwrap()
         .is_empty());
 
@@ -203,7 +207,7 @@ fn manual_retry_makes_it_due_now_and_bumps_the_change_version() {
         (DeliveryState::Pending, Some(now), 1)
     );
     assert_eq!(admin.change_version().unwrap(), version + 1);
-    assert_eq!(db.reader().due_deliveries(now, 10).unwrap()[0].id, id);
+    assert_eq!(db.reader().due_deliveries(now, None, 10).unwrap()[0].id, id);
     // The retry is another attempt of the same row, never a second row.
     assert_eq!(db.count("SELECT count(*) FROM webhook_deliveries"), 1);
     assert!(matches!(
@@ -251,5 +255,39 @@ fn a_manual_retry_during_an_attempt_is_not_lost() {
     assert_eq!(
         (d.state, d.next_attempt_at),
         (DeliveryState::Delivered, None)
+    );
+}
+
+/// The webhook driver's refill reads from a place in the due order (due
+/// moment, then id): rows before it are skipped, ties on the moment are
+/// broken by id, and the limit counts from the place.
+#[test]
+fn due_deliveries_from_a_place_continue_the_order() {
+    let db = db();
+    let store = db.store();
+    let expire = |n: usize, at: UnixMillis| -> i64 {
+        let row = db.row(n);
+        insert(&store, row.clone()).unwrap();
+        let t = transition(&store, &row.id, None, Event::Expire { at }).unwrap();
+        t.delivery_id.expect("outbox row")
+    };
+    let same: Vec<i64> = (1..=4).map(|n| expire(n, T0.plus_seconds(70))).collect();
+    let earlier = expire(5, T0.plus_seconds(65));
+    let now = T0.plus_seconds(71);
+    let ids = |from: Option<(UnixMillis, i64)>, limit: usize| -> Vec<i64> {
+        let rows = db.reader().due_deliveries(now, from, limit).unwrap();
+        rows.into_iter().map(|d| d.id).collect()
+    };
+    let mut all = vec![earlier];
+    all.extend(&same);
+    assert_eq!(ids(None, 10), all, "by due moment, then id");
+    let at70 = T0.plus_seconds(70);
+    assert_eq!(ids(Some((at70, same[1])), 10), same[1..].to_vec());
+    assert_eq!(ids(Some((at70, same[1])), 2), same[1..3].to_vec());
+    assert_eq!(ids(Some((T0.plus_seconds(66), 0)), 10), same);
+    assert!(ids(Some((at70, same[3] + 1)), 10).is_empty());
+    assert!(
+        ids(Some((T0.plus_seconds(72), 0)), 10).is_empty(),
+        "rows at or after the place are still only the due ones"
     );
 }

@@ -52,10 +52,13 @@ fn a_call_completes_releases_and_writes_the_outbox_row() {
     assert_eq!(payload["caller_id"], "+79990001122");
     assert_eq!(payload["client_ref"], "order-1");
     assert_eq!(payload["completed_at"], at.to_rfc3339());
-    assert_eq!(db.reader().due_deliveries(at, 10).expect("due").len(), 1);
+    assert_eq!(
+        db.reader().due_deliveries(at, None, 10).expect("due").len(),
+        1
+    );
     assert_eq!(
         db.reader()
-            .due_deliveries(at.plus_millis(-1), 10)
+            .due_deliveries(at.plus_millis(-1), None, 10)
             .expect("due")
             .len(),
         0
