@@ -283,8 +283,10 @@ impl<T> Scheduler<T> {
         self.held.retain(|_, until| *until > now);
         // The read covered every due row from where it started (all rows
         // left before were at or after that place) to its last row, or to
-        // the end: what it leaves, or its end, is where a refill starts.
+        // the end: what it leaves, or its end, is where a refill starts, and
+        // a row left before was either taken in by it or left again.
         self.refill_from = None;
+        self.left_to_poll = false;
         let (mut read, mut last) = (0, None);
         let rows = rows.into_iter().inspect(|row| {
             read += 1;
