@@ -34,8 +34,9 @@ OUT=$(mktemp -d /tmp/dialproof-sip-ab.XXXXXX)
 
 # From sip-bench's output: "<rate> <p50> <p99>" of the unleased and the
 # leased run (rate from sipp's cps, latencies from its rtd histogram), and
-# the server's CPU per completion; also appends "SIDE leased-rate cpu
-# writer" to $OUT/figures for the medians at the end.
+# the server's CPU per completion, and calls with their webhooks a second
+# (first leased call to last webhook); also appends "SIDE leased-rate cpu
+# writer end-to-end" to $OUT/figures for the medians at the end.
 summary() {
   python3 - "$1" "$2" "$OUT/figures" <<'EOF'
 import re, sys
@@ -48,14 +49,16 @@ for name, r, (p50, p99) in zip(["unleased", "leased"], rates, lat):
 cpu = re.search(r"([0-9.]+) us per completion", text)
 hooks = re.search(r"webhooks received: (\d+)", text)
 writer = re.search(r"by thread \(us per completion\):.*?db-writer ([0-9.]+)", text)
+e2e = re.search(r"calls with their webhooks: (\d+) a second", text)
 if cpu and hooks:
     parts.append(f"CPU {cpu.group(1)} us/completion"
                  + (f" (writer {writer.group(1)})" if writer else "")
-                 + f", {hooks.group(1)} webhooks")
+                 + f", {hooks.group(1)} webhooks"
+                 + (f", with them {e2e.group(1)}/s" if e2e else ""))
 print(" | ".join(parts))
-if len(rates) >= 2 and cpu and writer:
+if len(rates) >= 2 and cpu and writer and e2e:
     with open(sys.argv[3], "a") as figures:
-        print(sys.argv[2], rates[1], cpu.group(1), writer.group(1), file=figures)
+        print(sys.argv[2], rates[1], cpu.group(1), writer.group(1), e2e.group(1), file=figures)
 EOF
 }
 
@@ -67,15 +70,17 @@ for round in $(seq "$ROUNDS"); do
     echo "round $round $side: $(summary "$OUT/$side$round.txt" "$side")  (load $(cut -d' ' -f1 /proc/loadavg))"
   done
 done
-# Medians over the rounds, per side: the leased rate, the server's CPU per
-# completion with its webhook, and the storage writer's share of it.
+# Medians over the rounds, per side: the leased rate, the calls with their
+# webhooks a second, the server's CPU per completion with its webhook, and
+# the storage writer's share of it.
 [ -s "$OUT/figures" ] && python3 - "$OUT/figures" <<'EOF'
 import statistics, sys
 rows = [line.split() for line in open(sys.argv[1])]
 def med(side, i):
     return statistics.median(float(r[i]) for r in rows if r[0] == side)
 if {r[0] for r in rows} == {"A", "B"}:
-    for i, what in ((1, "leased completions/s"), (2, "server CPU us per completion"),
+    for i, what in ((1, "leased completions/s"), (4, "calls with their webhooks/s"),
+                    (2, "server CPU us per completion"),
                     (3, "storage writer CPU us per completion")):
         a, b = med("A", i), med("B", i)
         print(f"median {what}: A {a:.1f}, B {b:.1f}, B/A {b / a:.2f}")
