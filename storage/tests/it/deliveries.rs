@@ -291,3 +291,29 @@ fn due_deliveries_from_a_place_continue_the_order() {
         "rows at or after the place are still only the due ones"
     );
 }
+
+/// A design choice: the refill's place is a row value (the WHERE of
+/// `Reader::due_deliveries` with a place), so that SQLite seeks
+/// the due index to it rather than reading the due rows before it and
+/// dropping them. If this fails, the refill reads from the first due row
+/// again, which is what the place is there to avoid.
+#[test]
+fn the_refill_from_a_place_seeks_the_due_index() {
+    let db = db();
+    drop(db.store());
+    let plan: String = db
+        .sql()
+        .query_row(
+            "EXPLAIN QUERY PLAN SELECT id FROM webhook_deliveries \
+             WHERE state = 'pending' AND next_attempt_at <= ?1 \
+             AND (next_attempt_at, id) >= (?3, ?4) \
+             ORDER BY next_attempt_at, id LIMIT ?2",
+            rusqlite::params![100, 10, 50, 7],
+            |r| r.get(3),
+        )
+        .expect("plan");
+    assert!(
+        plan.contains("webhook_deliveries_due") && plan.contains("next_attempt_at>"),
+        "the refill's row value does not seek the due index: {plan}"
+    );
+}
