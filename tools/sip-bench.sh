@@ -16,10 +16,12 @@
 #     webhooks go to dialproof-webhook-receiver on loopback, registered as
 #     the company's development URL (nothing leaves the machine); the
 #     script counts how many arrived with a valid signature, waiting up to
-#     WEBHOOK_WAIT seconds (60) for the last, and prints the server's CPU
-#     time (user + system) from the first leased call to the last webhook,
-#     per completion: the cost of a completion with its webhook, which a
-#     shared machine's other load does not move the way it moves rates.
+#     WEBHOOK_WAIT seconds (60) for the last, and prints the calls with
+#     their webhooks a second (from the first leased call to the last
+#     webhook: what a client sees end to end) and the server's CPU time
+#     (user + system) over the same span, per completion: the cost of a
+#     completion with its webhook, which a shared machine's other load
+#     does not move the way it moves rates.
 # sipp measures each call from its INVITE to the final response (rtd);
 # the script prints the rate achieved and latency percentiles.
 # Needs sipp (apt-get install sip-tester) and curl.
