@@ -262,20 +262,9 @@ impl Reader {
         limit: usize,
     ) -> Result<Vec<DeliveryRow>, StorageError> {
         let limit = limit.min(DUE_DELIVERIES_LIMIT_MAX) as i64;
-        let Some((from_due, from_id)) = from else {
-            let mut stmt = self.conn.prepare_cached(&format!(
-                "SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries \
-                 WHERE state = 'pending' AND next_attempt_at <= ?1 \
-                 ORDER BY next_attempt_at, id LIMIT ?2"
-            ))?;
-            return collect_rows(
-                &mut stmt,
-                rusqlite::params![now.0, limit],
-                delivery_from_row,
-            );
-        };
-        // A row value: SQLite seeks the due index to the place, as it does
-        // to the first due row above.
+        // No place: the lowest one, so every due row is at or after it. A
+        // row value, so SQLite seeks the due index to the place.
+        let (from_due, from_id) = from.map_or((i64::MIN, i64::MIN), |(due, id)| (due.0, id));
         let mut stmt = self.conn.prepare_cached(&format!(
             "SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries \
              WHERE state = 'pending' AND next_attempt_at <= ?1 \
@@ -284,7 +273,7 @@ impl Reader {
         ))?;
         collect_rows(
             &mut stmt,
-            rusqlite::params![now.0, limit, from_due.0, from_id],
+            rusqlite::params![now.0, limit, from_due, from_id],
             delivery_from_row,
         )
     }

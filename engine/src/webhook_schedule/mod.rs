@@ -405,18 +405,13 @@ impl<T> Scheduler<T> {
                 limit: max,
                 from: None,
             }
-        } else if let Some(from) = self.refill_from {
+        } else {
+            // A poll is brought forward with a place to start from; without
+            // one (a read that stopped at its limit on rows with no due
+            // moment) the refill starts at the first due row.
             PollRead {
                 limit: max.min(self.refill_room()),
-                from: Some(from),
-            }
-        } else {
-            // Not expected (a poll is brought forward only with a place to
-            // start from): the rows here, then one waiting room.
-            let here = self.in_flight.len() + self.waiting.len();
-            PollRead {
-                limit: max.min(here + self.limits.waiting_per_receiver_max),
-                from: None,
+                from: self.refill_from,
             }
         };
         self.poll_asked = Some(read);

@@ -293,7 +293,8 @@ fn due_deliveries_from_a_place_continue_the_order() {
 }
 
 /// A design choice: the refill's place is a row value (the WHERE of
-/// `Reader::due_deliveries` with a place), so that SQLite seeks
+/// `Reader::due_deliveries`, whose place is the lowest one when none is
+/// given), so that SQLite seeks
 /// the due index to it rather than reading the due rows before it and
 /// dropping them. If this fails, the refill reads from the first due row
 /// again, which is what the place is there to avoid.
