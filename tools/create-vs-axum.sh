@@ -18,7 +18,12 @@
 #      rounds: what clients that poll the verifications they created in the
 #      last minutes do. Both servers get the same count, created by wrk with
 #      the create body (untimed); the ids come from each server's database.
-#      WORKING_SET=0 leaves this out.
+#      WORKING_SET=0 leaves this out. Each create round adds newer
+#      verifications, and Dialproof holds the newest pending ones in
+#      memory within a bound (about 190,000); a working set the creates
+#      have pushed out is read from SQLite. So the working-set lines say
+#      what share of Dialproof's reads memory answered in that round
+#      (its /metrics on the ops listener, before and after).
 #
 # Then a table of req/s per server per round, the ratio Dialproof/axum for
 # create and GET, the medians, the non-2xx answers (wrk counts status >= 400
@@ -77,6 +82,7 @@ wait_ready() { # stdout-file pid
 cat > "$DIR/dialproof.toml" <<EOF
 [server]
 https_listen = "127.0.0.1:0"
+ops_listen = "127.0.0.1:0"
 workers = 2
 [storage]
 data_dir = "$DIR/data"
@@ -95,6 +101,19 @@ EOF
 "$BIN" --config "$DIR/dialproof.toml" serve > "$DIR/dialproof.out" 2> "$DIR/dialproof.err" &
 DP=$!
 DP_ADDR=$(wait_ready "$DIR/dialproof.out" "$DP")
+DP_OPS=$(sed -n 's/.* ops=\([^ ]*\).*/\1/p' "$DIR/dialproof.out")
+[ -n "$DP_OPS" ] || { echo "no ops= on Dialproof's READY line (the ops listener is how the held share is read)" >&2; exit 1; }
+# reads_from: "memory sqlite", Dialproof's GETs of one verification so far
+# by where they were answered.
+reads_from() {
+  curl -sS --fail "http://$DP_OPS/metrics" | awk '
+    /^dialproof_verification_reads_total\{from="memory"\}/ { m = $2 }
+    /^dialproof_verification_reads_total\{from="sqlite"\}/ { s = $2 }
+    END { if (m == "" || s == "") exit 1; print m, s }' || {
+    echo "no dialproof_verification_reads_total{from=\"memory\"|\"sqlite\"} on http://$DP_OPS/metrics (the held share is read from it)" >&2
+    exit 1
+  }
+}
 op() { "$BIN" --config "$DIR/dialproof.toml" --json "$@"; }
 json() { python3 -c "import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])$1)"; }
 COMPANY=$(op company create --name bench | json "['id']")
@@ -225,14 +244,26 @@ run() { # mode name addr round
     "$DIR/$1-$2-$4.txt"
 }
 
+# run_counted MODE ROUND: a GET run on Dialproof, and the share of its
+# reads that memory answered (the rest read SQLite) in a file for the
+# summary.
+run_counted() {
+  local before
+  before=$(reads_from)
+  run "$1" dialproof "$DP_ADDR" "$2"
+  echo "$before $(reads_from)" | awk '{ m = $3 - $1; s = $4 - $2; printf "%.3f\n", (m + s) ? m / (m + s) : 0 }' \
+    > "$DIR/$1-dialproof-$2.held"
+  echo "  of which answered from memory: $(awk '{ printf "%.0f %%", 100 * $1 }' "$DIR/$1-dialproof-$2.held")"
+}
+
 for round in $(seq "$ROUNDS"); do
   echo "== round $round (load average $(cut -d' ' -f1-3 /proc/loadavg))"
   run create dialproof "$DP_ADDR" "$round"
   run create axum "$AX_ADDR" "$round"
-  run get dialproof "$DP_ADDR" "$round"
+  run_counted get "$round"
   run get axum "$AX_ADDR" "$round"
   if [ "$WORKING_SET" -gt 0 ]; then
-    run getws dialproof "$DP_ADDR" "$round"
+    run_counted getws "$round"
     run getws axum "$AX_ADDR" "$round"
   fi
 done
@@ -249,7 +280,7 @@ def wrk(mode, name, r):
             int(bad.group(1)) if bad else 0,
             sum(map(int, sock.groups())) if sock else 0,
             int(re.search(r"(\d+) requests in", t).group(1)))
-print(f"{'':8} {'create dialproof':>16} {'create axum':>12} {'ratio':>6}   {'GET dialproof':>13} {'GET axum':>9} {'ratio':>6}")
+print(f"{'':8} {'create dialproof':>16} {'create axum':>12} {'ratio':>6}   {'GET dialproof':>13} {'GET axum':>9} {'ratio':>6}   Dialproof's GETs from memory")
 cols = {k: [] for k in ("cd", "ca", "cr", "gd", "ga", "gr")}
 bad = {}
 for r in range(1, rounds + 1):
@@ -259,20 +290,22 @@ for r in range(1, rounds + 1):
         bad[k] = [a + b for a, b in zip(bad.get(k, [0, 0, 0]), v)]
     for k, v in zip(cols, (cd, ca, cd / ca, gd, ga, gd / ga)):
         cols[k].append(v)
-    print(f"round {r:<2} {cd:16.0f} {ca:12.0f} {cd / ca:6.2f}   {gd:13.0f} {ga:9.0f} {gd / ga:6.2f}")
+    held = float(open(f"{d}/get-dialproof-{r}.held").read())
+    print(f"round {r:<2} {cd:16.0f} {ca:12.0f} {cd / ca:6.2f}   {gd:13.0f} {ga:9.0f} {gd / ga:6.2f}   {100 * held:.0f} %")
 m = {k: statistics.median(v) for k, v in cols.items()}
 print(f"median   {m['cd']:16.0f} {m['ca']:12.0f} {m['cd'] / m['ca']:6.2f}   {m['gd']:13.0f} {m['ga']:9.0f} {m['gd'] / m['ga']:6.2f}"
       f"   (median of the per-round ratios: create {m['cr']:.2f}, GET {m['gr']:.2f})")
 if ws:
     print(f"GET of a random id among {ws} pending verifications (the working set):")
-    print(f"{'':8} {'dialproof':>16} {'axum':>12} {'ratio':>6}")
+    print(f"{'':8} {'dialproof':>16} {'axum':>12} {'ratio':>6}   Dialproof's reads answered from memory")
     wd, wa = [], []
     for r in range(1, rounds + 1):
         (d_, *bd), (a_, *ba) = wrk("getws", "dialproof", r), wrk("getws", "axum", r)
         for k, v in (("GET working set dialproof", bd), ("GET working set axum", ba)):
             bad[k] = [a + b for a, b in zip(bad.get(k, [0, 0, 0]), v)]
         wd.append(d_); wa.append(a_)
-        print(f"round {r:<2} {d_:16.0f} {a_:12.0f} {d_ / a_:6.2f}")
+        held = float(open(f"{d}/getws-dialproof-{r}.held").read())
+        print(f"round {r:<2} {d_:16.0f} {a_:12.0f} {d_ / a_:6.2f}   {100 * held:.0f} %")
     md, ma = statistics.median(wd), statistics.median(wa)
     print(f"median   {md:16.0f} {ma:12.0f} {md / ma:6.2f}"
           f"   (median of the per-round ratios: {statistics.median(x / y for x, y in zip(wd, wa)):.2f})")
