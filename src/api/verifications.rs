@@ -7,6 +7,7 @@ use super::texts;
 use super::Api;
 use crate::http::Response;
 use crate::openapi::{Moment, Verification};
+use crate::shared::held_rows::HeldCopy;
 use crate::shared::metrics::Metrics;
 use crate::shared::wait::{wait_until_applied, Committing, Outcome};
 use dialproof_engine::ids::{VerificationId, VerificationKey};
@@ -93,8 +94,9 @@ pub fn read(ctx: &Api, key: &KeyRow, id: &str) -> Response {
     // microseconds, so this rarely waits; if it ever waits too long, or
     // the row is not held (ended, dropped past the bound, created before
     // the last start), SQLite answers.
+    let key = VerificationKey::parse(id.as_str());
     let held = wait_until_applied(&ctx.commits, HELD_ROWS_WAIT)
-        .then(|| VerificationKey::parse(id.as_str()))
+        .then_some(key)
         .flatten()
         .and_then(|key| ctx.held.render(key, owner, render));
     if let Some(body) = held {
@@ -103,12 +105,22 @@ pub fn read(ctx: &Api, key: &KeyRow, id: &str) -> Response {
     }
     // A primary-key lookup, on this worker's own connection: cheaper than
     // the hand-off to a reader thread and back. The body is rendered from
-    // SQLite's buffers, without decoding the row into owned strings.
-    match ctx
-        .store
-        .read_here(|r| r.owned_verification_view(id.as_str(), owner, render))
-    {
-        Ok(Some(body)) => {
+    // SQLite's buffers, without decoding the row into owned strings. A
+    // pending row read here is offered back to the held rows, so that the
+    // client's next poll of it is answered from memory; the mark, taken
+    // before the read, lets them refuse a copy a change may have outdated.
+    let mark = key.map(|key| (key, ctx.held.read_mark(key)));
+    let read = ctx.store.read_here(|r| {
+        r.owned_verification_view(id.as_str(), owner, |view| {
+            let copy = mark.and_then(|(key, _)| HeldCopy::of(key, owner, &view));
+            (render(view), copy)
+        })
+    });
+    match read {
+        Ok(Some((body, copy))) => {
+            if let (Some(copy), Some((_, mark))) = (copy, mark) {
+                ctx.held.keep_read(copy, mark);
+            }
             Metrics::inc(&ctx.metrics.reads_stored);
             Response::json(200, body)
         }

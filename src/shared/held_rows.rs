@@ -26,6 +26,17 @@
 //! Test-mode rows are not held (the purge deletes them after their
 //! retention; a held copy would outlive its row).
 //!
+//! Read again: a pending verification a GET had to read from SQLite (older
+//! than the held ones, or made before the last start) is kept too, a few
+//! hundred a shard ([`REREAD_PER_SHARD`], the first read out first), so a
+//! client polling it is answered from memory from its second GET on. Why:
+//! clients poll a verification until it ends, and one polled past the
+//! held window went to SQLite on every poll. A copy is kept only if no
+//! change of status reached its shard while the GET read it (the GET
+//! notes the shard's count of changes first): a change committed after
+//! the read's snapshot then either came before the copy (and the copy is
+//! refused) or takes the copy out like any held record.
+//!
 //! Bounded: each shard keeps its records sorted by id (ids are issued in
 //! time order, so a new one lands at or near the end) and, past its share
 //! of [`HELD_BYTES_MAX`], drops its oldest. Records taken out are marked
@@ -41,7 +52,7 @@ use dialproof_engine::ids::{VerificationKey, VERIFICATION_ID_LEN};
 use dialproof_engine::verification::Status;
 use dialproof_storage::{Owner, VerificationRow, VerificationView};
 use parking_lot::RwLock;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 /// Most bytes of records and text held, over all shards (about what the
 /// 16,384 rendered bodies held before took).
@@ -54,6 +65,10 @@ const _: () = assert!(SHARDS == 1 << 4, "the shard index is a hash's top 4 bits"
 const NO_TEXT: u32 = u32::MAX;
 /// Text sweeps are not worth it below this many bytes of text.
 const TEXT_SWEEP_MIN: usize = 4 * 1024;
+/// Verifications read from SQLite kept per shard: 4,096 in all, under
+/// 1 MB with short texts (a map entry is about 100 bytes). For the polls
+/// of a few old rows, not a second copy of the database.
+pub const REREAD_PER_SHARD: usize = 256;
 
 /// One pending, live verification.
 #[derive(Clone, Copy, Debug)]
@@ -79,7 +94,39 @@ struct Shard {
     gone: usize,
     /// Bytes of `text` no held record points to.
     text_dead: usize,
+    /// Pending verifications a GET read from SQLite (see the module doc).
+    reread: HashMap<VerificationKey, HeldCopy>,
+    /// The keys of `reread` in the order they came (some may have left
+    /// `reread` since), at most [`REREAD_PER_SHARD`].
+    reread_order: VecDeque<VerificationKey>,
+    /// Changes of status applied to any of this shard's keys.
+    changes: u64,
 }
+
+/// A pending verification as read from SQLite, packed as held rows are,
+/// with its own texts: what a GET offers back with [`HeldRows::keep_read`].
+pub struct HeldCopy {
+    record: Record,
+    client_ref: Box<str>,
+    info: Box<str>,
+}
+
+impl HeldCopy {
+    /// `view` (verification `key`, read for `owner`) packed, when it is
+    /// pending, live and of the packed shape.
+    pub fn of(key: VerificationKey, owner: Owner, view: &VerificationView<'_>) -> Option<Self> {
+        Some(HeldCopy {
+            record: pack(key, owner.company_id, view)?,
+            client_ref: view.client_ref.into(),
+            info: view.info.into(),
+        })
+    }
+}
+
+/// The count of changes of a shard when a GET began to read SQLite; see
+/// [`HeldRows::keep_read`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadMark(u64);
 
 /// The held rows; see the module doc.
 pub struct HeldRows {
@@ -113,7 +160,7 @@ impl HeldRows {
     /// parsed already): held if it is pending, live and of the packed
     /// shape; otherwise left to SQLite.
     pub fn created(&self, key: VerificationKey, row: &VerificationRow) {
-        let Some(record) = pack(key, row) else {
+        let Some(record) = pack(key, row.company_id, &row.view()) else {
             return;
         };
         let needs = std::mem::size_of::<Record>() + text_bytes(&row.client_ref, &row.info);
@@ -126,8 +173,35 @@ impl HeldRows {
     /// A committed change of status of verification `id`: no longer held.
     pub fn ended(&self, id: &str) {
         if let Some(key) = VerificationKey::parse(id) {
-            self.shard(key).write().take_out(key);
+            let mut shard = self.shard(key).write();
+            shard.take_out(key);
+            shard.reread.remove(&key);
+            shard.changes += 1;
         }
+    }
+
+    /// To be taken before a GET of `key` reads SQLite, for
+    /// [`HeldRows::keep_read`].
+    pub fn read_mark(&self, key: VerificationKey) -> ReadMark {
+        ReadMark(self.shard(key).read().changes)
+    }
+
+    /// Keeps `copy`, read from SQLite after `mark` was taken, unless a
+    /// change of status reached its shard since (then it may be older than
+    /// what the commit consumer has applied). The first read out first.
+    pub fn keep_read(&self, copy: HeldCopy, mark: ReadMark) {
+        let key = copy.record.key;
+        let mut shard = self.shard(key).write();
+        if shard.changes != mark.0 || shard.reread.contains_key(&key) {
+            return;
+        }
+        while shard.reread_order.len() >= REREAD_PER_SHARD {
+            if let Some(old) = shard.reread_order.pop_front() {
+                shard.reread.remove(&old);
+            }
+        }
+        shard.reread_order.push_back(key);
+        shard.reread.insert(key, copy);
     }
 
     /// Renders verification `key` with `render` if it is held for `owner`.
@@ -141,11 +215,16 @@ impl HeldRows {
             return None;
         }
         let shard = self.shard(key).read();
-        let record = shard.find(key)?;
+        let (record, (client_ref, info)) = match shard.find(key) {
+            Some(record) => (record, shard.texts(record)),
+            None => {
+                let copy = shard.reread.get(&key)?;
+                (&copy.record, (&*copy.client_ref, &*copy.info))
+            }
+        };
         if i64::from(record.company) != owner.company_id {
             return None;
         }
-        let (client_ref, info) = shard.texts(record);
         let mut id = [0u8; VERIFICATION_ID_LEN];
         let (mut phone, mut dial_number) = ([0u8; 16], [0u8; 16]);
         let created_at = key.issued_at();
@@ -166,21 +245,22 @@ impl HeldRows {
         }))
     }
 
-    /// Verifications held (taken-out records not counted).
+    /// Verifications held (taken-out records not counted), those read
+    /// again from SQLite included.
     pub fn count(&self) -> usize {
         self.shards
             .iter()
             .map(|s| {
                 let s = s.read();
-                s.records.len() - s.gone
+                s.records.len() - s.gone + s.reread.len()
             })
             .sum()
     }
 }
 
-/// `row` as a record, when it is pending, live and every field it shows
-/// can be rebuilt exactly from the record.
-fn pack(key: VerificationKey, row: &VerificationRow) -> Option<Record> {
+/// `row` (of company `company_id`) as a record, when it is pending, live
+/// and every field it shows can be rebuilt exactly from the record.
+fn pack(key: VerificationKey, company_id: i64, row: &VerificationView<'_>) -> Option<Record> {
     let plain = row.livemode
         && row.status == Status::Pending
         && row.completed_at.is_none()
@@ -195,10 +275,10 @@ fn pack(key: VerificationKey, row: &VerificationRow) -> Option<Record> {
     }
     Some(Record {
         key,
-        phone: PackedNumber::parse(&row.phone)?,
-        dial_number: PackedNumber::parse(&row.dial_number)?,
+        phone: PackedNumber::parse(row.phone)?,
+        dial_number: PackedNumber::parse(row.dial_number)?,
         ttl_seconds: row.ttl_seconds,
-        company: u32::try_from(row.company_id).ok()?,
+        company: u32::try_from(company_id).ok()?,
         text: NO_TEXT,
         gone: false,
     })
@@ -488,6 +568,91 @@ mod tests {
         assert!(shows_as_itself(&held, &a));
     }
 
+    /// What a GET does when SQLite answered: the mark first, then the copy.
+    fn read_from_sqlite(held: &HeldRows, r: &VerificationRow) {
+        let mark = held.read_mark(key(r));
+        let copy = HeldCopy::of(key(r), r.owner(), &r.view()).expect("pending and plain");
+        held.keep_read(copy, mark);
+    }
+
+    #[test]
+    fn a_row_read_from_sqlite_is_held_until_it_ends() {
+        let held = HeldRows::default();
+        let r = row(1, "order-7", "Ünïcode");
+        assert!(held.render(key(&r), r.owner(), |_| ()).is_none());
+        read_from_sqlite(&held, &r);
+        assert!(shows_as_itself(&held, &r));
+        assert_eq!(held.count(), 1);
+        assert!(held.render(key(&r), Owner::from(8), |_| ()).is_none());
+        held.ended(&r.id);
+        assert!(held.render(key(&r), r.owner(), |_| ()).is_none());
+        assert_eq!(held.count(), 0);
+    }
+
+    /// A change applied between the GET's mark and its copy may be newer
+    /// than what the GET read: the copy must not be kept.
+    #[test]
+    fn a_copy_read_across_a_change_of_status_is_refused() {
+        let held = HeldRows::default();
+        let r = row(1, "", "");
+        let mark = held.read_mark(key(&r));
+        let copy = HeldCopy::of(key(&r), r.owner(), &r.view()).unwrap();
+        held.ended(&r.id);
+        held.keep_read(copy, mark);
+        assert!(
+            held.render(key(&r), r.owner(), |_| ()).is_none(),
+            "a copy older than a change of status was kept"
+        );
+        // Read again after the change (still pending in this test's row):
+        // kept.
+        read_from_sqlite(&held, &r);
+        assert!(shows_as_itself(&held, &r));
+    }
+
+    #[test]
+    fn only_pending_live_plain_views_are_copied() {
+        let mut ended = row(1, "", "");
+        ended.status = Status::Completed;
+        let mut test_mode = row(2, "", "");
+        test_mode.livemode = false;
+        for r in [&ended, &test_mode] {
+            assert!(
+                HeldCopy::of(key(r), r.owner(), &r.view()).is_none(),
+                "{}",
+                r.id
+            );
+        }
+    }
+
+    #[test]
+    fn rows_read_again_are_bounded_and_the_first_read_leaves_first() {
+        let held = HeldRows::default();
+        let rows: Vec<_> = (0..(SHARDS * REREAD_PER_SHARD * 3) as u64)
+            .map(|n| row(n, "r", ""))
+            .collect();
+        for r in &rows {
+            read_from_sqlite(&held, r);
+            // Read twice: kept once.
+            read_from_sqlite(&held, r);
+        }
+        assert!(
+            held.count() <= SHARDS * REREAD_PER_SHARD,
+            "{}",
+            held.count()
+        );
+        for shard in &held.shards {
+            let shard = shard.read();
+            assert_eq!(shard.reread.len(), REREAD_PER_SHARD);
+            assert_eq!(shard.reread_order.len(), REREAD_PER_SHARD);
+        }
+        // The last read of each shard are held, the first are not.
+        let last = &rows[rows.len() - 1];
+        assert!(shows_as_itself(&held, last));
+        assert!(held
+            .render(key(&rows[0]), rows[0].owner(), |_| ())
+            .is_none());
+    }
+
     #[test]
     fn the_guessing_search_finds_what_a_binary_search_finds() {
         // Keys in bursts (many in one millisecond, some sharing their high
@@ -518,7 +683,7 @@ mod tests {
         let base = row(1, "", "");
         let base_key = VerificationKey::parse(&base.id).unwrap();
         for (_, key) in &held {
-            let record = pack(base_key, &base)
+            let record = pack(base_key, base.company_id, &base.view())
                 .map(|r| Record { key: **key, ..r })
                 .unwrap();
             shard.records.push_back(record);
