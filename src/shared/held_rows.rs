@@ -55,7 +55,8 @@ use parking_lot::RwLock;
 use std::collections::{HashMap, VecDeque};
 
 /// Most bytes of records and text held, over all shards (about what the
-/// 16,384 rendered bodies held before took).
+/// 16,384 rendered bodies held before took). The copies read from SQLite
+/// ([`REREAD_PER_SHARD`] a shard) come on top.
 pub const HELD_BYTES_MAX: usize = 12 * 1024 * 1024;
 /// Shards, so that the consumer's writes and the workers' reads rarely
 /// meet on one lock (each holds it for a search and a render at most).

@@ -183,6 +183,16 @@ fn a_get_right_after_a_change_shows_the_change() {
     }
 }
 
+/// GETs of one verification answered `from` "memory" or "sqlite" since the
+/// latest start (its ops address: a restart binds a new port).
+fn reads(s: &Server, from: &str) -> Option<f64> {
+    let ops = s.ops_addr(s.ready_lines().len());
+    metric(
+        ops,
+        &format!("dialproof_verification_reads_total{{from=\"{from}\"}}"),
+    )
+}
+
 /// README "Performance": a pending verification's GET is answered from the
 /// rows held in memory, packed; after a restart nothing is held and SQLite
 /// answers. Both must be the same bytes, texts in any script included.
@@ -205,14 +215,6 @@ fn a_held_verification_reads_byte_for_byte_as_stored() {
         })
         .collect();
     let held: Vec<Vec<u8>> = ids.iter().map(|id| s.get(&token, id).body).collect();
-    // The ops address of the latest start (a restart binds a new port).
-    let reads = |s: &Server, from: &str| {
-        let ops = s.ops_addr(s.ready_lines().len());
-        metric(
-            ops,
-            &format!("dialproof_verification_reads_total{{from=\"{from}\"}}"),
-        )
-    };
     assert_eq!(
         reads(&s, "memory"),
         Some(2.0),
@@ -251,13 +253,6 @@ fn a_verification_polled_again_after_a_restart_is_answered_from_memory_until_it_
         .unwrap()
         .to_owned();
     s.restart();
-    let reads = |s: &Server, from: &str| {
-        let ops = s.ops_addr(s.ready_lines().len());
-        metric(
-            ops,
-            &format!("dialproof_verification_reads_total{{from=\"{from}\"}}"),
-        )
-    };
     let first = s.get(&token, &id);
     assert_eq!(first.status, 200, "{}", first.text());
     assert_eq!(
