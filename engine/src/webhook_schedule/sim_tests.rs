@@ -100,7 +100,6 @@ impl World {
         })
     }
 
-    /// The poll's query, at most `limit` rows.
     /// What the database answers to `read`: pending due rows in (due, id)
     /// order, from its place on.
     fn due_rows(&self, read: PollRead) -> Vec<Row<DeliveryId>> {

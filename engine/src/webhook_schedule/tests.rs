@@ -488,12 +488,7 @@ fn reports_for_unknown_deliveries_change_nothing() {
 /// backlog still drains at their pace, every row once and in order.
 #[test]
 fn early_polls_read_a_refill_and_still_drain_a_backlog() {
-    let (sent, asked, _) = drain_a_backlog(30, 2, 20);
-    assert_eq!(
-        sent,
-        (1..=30).collect::<Vec<_>>(),
-        "every row once, in order"
-    );
+    let (asked, _) = drain_a_backlog(30, 2, 20);
     assert_eq!(
         asked[0].limit, 20,
         "the first poll is the cadence's: a whole batch"
@@ -516,12 +511,7 @@ fn early_polls_read_a_refill_and_still_drain_a_backlog() {
 /// refill read). A refill that starts at the first due row fails here.
 #[test]
 fn early_polls_do_not_read_again_the_rows_already_here() {
-    let (sent, asked, reread) = drain_a_backlog(60, 4, 20);
-    assert_eq!(
-        sent,
-        (1..=60).collect::<Vec<_>>(),
-        "every row once, in order"
-    );
+    let (asked, reread) = drain_a_backlog(60, 4, 20);
     assert_eq!(
         reread, 0,
         "early polls read rows that were waiting or in flight: {asked:?}"
@@ -533,14 +523,11 @@ fn early_polls_do_not_read_again_the_rows_already_here() {
 }
 
 /// One receiver (2 slots, a waiting room of `room`) and `rows` due rows;
-/// each turn sends what its slots take and records it 50 ms later. Returns the
-/// order sent, every read asked for, and how many rows early polls read
-/// that were already waiting or in flight.
-fn drain_a_backlog(
-    rows: i64,
-    room: usize,
-    batch: usize,
-) -> (Vec<DeliveryId>, Vec<PollRead>, usize) {
+/// each turn sends what its slots take and records it 50 ms later. Asserts
+/// that every row was sent once, in order; returns every read asked for,
+/// and how many rows early polls read that were already waiting or in
+/// flight.
+fn drain_a_backlog(rows: i64, room: usize, batch: usize) -> (Vec<PollRead>, usize) {
     let limits = Limits {
         per_receiver_in_flight_max: 2,
         waiting_per_receiver_max: room,
@@ -582,7 +569,12 @@ fn drain_a_backlog(
             s.handle_recorded(d.id, Recorded::Committed(Next::Delivered), now);
         }
     }
-    (sent, asked, reread)
+    assert_eq!(
+        sent,
+        (1..=rows).collect::<Vec<_>>(),
+        "every row once, in order"
+    );
+    (asked, reread)
 }
 
 fn mark(row: &Row<DeliveryId>) -> Mark {

@@ -88,16 +88,12 @@ fn a_stale_generation_or_unknown_number_changes_nothing() {
 fn the_lookup_uses_the_partial_index() {
     let db = db();
     drop(db.store());
-    let plan: String = db
-        .sql()
-        .query_row(
-            "EXPLAIN QUERY PLAN SELECT id FROM verifications WHERE dial_number = ?1 \
-             AND status = 'pending' AND (?2 IS NULL OR lease_generation = ?2) \
-             ORDER BY created_at DESC LIMIT 1",
-            rusqlite::params!["+74950000001", 7],
-            |r| r.get(3),
-        )
-        .expect("plan");
+    let plan = db.query_plan(
+        "SELECT id FROM verifications WHERE dial_number = ?1 \
+         AND status = 'pending' AND (?2 IS NULL OR lease_generation = ?2) \
+         ORDER BY created_at DESC LIMIT 1",
+        rusqlite::params!["+74950000001", 7],
+    );
     assert!(plan.contains("verifications_pending_dial"), "{plan}");
 }
 

@@ -302,17 +302,13 @@ fn due_deliveries_from_a_place_continue_the_order() {
 fn the_refill_from_a_place_seeks_the_due_index() {
     let db = db();
     drop(db.store());
-    let plan: String = db
-        .sql()
-        .query_row(
-            "EXPLAIN QUERY PLAN SELECT id FROM webhook_deliveries \
-             WHERE state = 'pending' AND next_attempt_at <= ?1 \
-             AND (next_attempt_at, id) >= (?3, ?4) \
-             ORDER BY next_attempt_at, id LIMIT ?2",
-            rusqlite::params![100, 10, 50, 7],
-            |r| r.get(3),
-        )
-        .expect("plan");
+    let plan = db.query_plan(
+        "SELECT id FROM webhook_deliveries \
+         WHERE state = 'pending' AND next_attempt_at <= ?1 \
+         AND (next_attempt_at, id) >= (?3, ?4) \
+         ORDER BY next_attempt_at, id LIMIT ?2",
+        rusqlite::params![100, 10, 50, 7],
+    );
     assert!(
         plan.contains("webhook_deliveries_due") && plan.contains("next_attempt_at>"),
         "the refill's row value does not seek the due index: {plan}"

@@ -90,6 +90,14 @@ impl Db {
         c
     }
 
+    /// SQLite's plan for `sql`: the detail of `EXPLAIN QUERY PLAN`'s first
+    /// row.
+    pub fn query_plan(&self, sql: &str, params: impl rusqlite::Params) -> String {
+        self.sql()
+            .query_row(&format!("EXPLAIN QUERY PLAN {sql}"), params, |r| r.get(3))
+            .expect("plan")
+    }
+
     pub fn count(&self, sql: &str) -> i64 {
         self.sql().query_row(sql, [], |r| r.get(0)).expect("count")
     }

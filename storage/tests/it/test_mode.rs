@@ -141,10 +141,7 @@ fn the_test_counts_of_the_totals_read_covering_partial_indexes() {
         "SELECT COUNT(*) FROM rejections WHERE company_id = 1 AND livemode = 0 \
          AND created_at >= 1 AND created_at < 2",
     ] {
-        let plan: String = db
-            .sql()
-            .query_row(&format!("EXPLAIN QUERY PLAN {sql}"), [], |r| r.get(3))
-            .expect("plan");
+        let plan = db.query_plan(sql, []);
         assert!(
             plan.contains("COVERING INDEX") && plan.contains("_test_company"),
             "the totals' test counts must read only a covering partial index: {sql}\n{plan}"
