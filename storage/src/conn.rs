@@ -12,6 +12,7 @@
 //! settings and the policy that relies on them live in one file).
 
 use crate::error::{Result, StorageError};
+use crate::wal_vfs;
 use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags};
 use std::path::Path;
@@ -47,8 +48,14 @@ pub(crate) enum Role {
     /// The store's single writer. Its WAL settings (no automatic
     /// checkpoint, a journal size limit) are applied by
     /// `checkpoint::Checkpointer::new`, which the store creates right after
-    /// opening this connection.
+    /// opening this connection. Its WAL file is written one commit at a
+    /// time (`wal_vfs`), which needs a page cache that never spills
+    /// frames before a commit (below).
     Writer,
+    /// The store's other writing connections: the migration at open and
+    /// the checkpoint thread. SQLite's own VFS: a migration's transaction
+    /// may be large enough to spill its page cache.
+    Upkeep,
     /// A reader thread or a standalone `Reader`: `query_only`.
     Reader,
     /// The operator CLI: small transactions, SQLite's default checkpointing.
@@ -59,13 +66,18 @@ pub(crate) fn open(path: &Path, role: Role) -> Result<Connection> {
     let flags = match role {
         // A reader must not create an empty database where none was migrated.
         Role::Reader => OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        Role::Writer | Role::Admin => {
+        Role::Writer | Role::Upkeep | Role::Admin => {
             OpenFlags::SQLITE_OPEN_READ_WRITE
                 | OpenFlags::SQLITE_OPEN_CREATE
                 | OpenFlags::SQLITE_OPEN_NO_MUTEX
         }
     };
-    let conn = Connection::open_with_flags(path, flags)?;
+    let conn = if role == Role::Writer {
+        wal_vfs::register().map_err(StorageError::Sqlite)?;
+        Connection::open_with_flags_and_vfs(path, flags, wal_vfs::NAME)?
+    } else {
+        Connection::open_with_flags(path, flags)?
+    };
     conn.busy_timeout(BUSY_TIMEOUT)?;
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
     if role != Role::Reader {
@@ -114,6 +126,13 @@ fn prepare_for_batches(conn: &Connection) -> Result<()> {
     // (Readers keep it off: a read that binds `livemode` can use the
     // partial indexes for test rows only through that re-planning.)
     conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
+    // A transaction whose dirty pages outgrow the page cache would write
+    // some of them to the WAL before its commit ("spill"); `wal_vfs` holds
+    // WAL frames until a commit frame comes, so the writer must never write
+    // frames that no commit follows. Its transactions are bounded (a batch
+    // of ops, 256 number health rows, 2,000 purged test rows), so the
+    // cache outgrows its 2 MiB by a few MiB at most instead.
+    conn.pragma_update(None, "cache_spill", "OFF")?;
     Ok(())
 }
 

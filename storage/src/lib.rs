@@ -45,7 +45,9 @@
 //! is passed in as `now`/`at`), decisions (the engine's state machine
 //! decides; the writer persists its decision atomically with the outbox),
 //! or acting on a commit (the binary's consumer does).
-#![forbid(unsafe_code)]
+// Unsafe code only in `wal_vfs`, the writer's WAL file through SQLite's C
+// VFS interface; everything else goes through rusqlite's safe API.
+#![deny(unsafe_code)]
 
 mod admin;
 mod checkpoint;
@@ -76,6 +78,7 @@ mod store;
 mod test_rows;
 mod users;
 mod verification_list;
+mod wal_vfs;
 mod writer;
 
 pub use admin::{Admin, DEV_WEBHOOK_URLS_MAX, DEV_WEBHOOK_URL_LEN_MAX};
@@ -111,3 +114,4 @@ pub use users::{NewSession, SessionUser, UserRow, SESSIONS_PER_USER_MAX};
 pub use verification_list::{
     Counts, ListCursor, ListFilter, ListPage, ListedRow, Totals, LIST_PAGE_MAX,
 };
+pub use wal_vfs::{wal_writes, WalWrites};

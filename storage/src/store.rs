@@ -171,11 +171,18 @@ impl Store {
         opts.validate()?;
         conn::create_parent_dir(path)?;
         let writer_conn = conn::open(path, Role::Writer)?;
-        // Before the migration's commits, so that none of them runs
-        // SQLite's own checkpoint.
         let forcer = Checkpointer::new(&writer_conn, path, opts.replication)?;
-        schema::migrate(&writer_conn)?;
-        let checkpoint_conn = conn::open(path, Role::Writer)?;
+        {
+            // The migration on a connection of its own (see Role::Upkeep),
+            // with the writer's WAL settings, so that none of its commits
+            // runs SQLite's own checkpoint. Opened after the writer's, so
+            // that closing it is not the last close, which would
+            // checkpoint and delete the WAL.
+            let migration_conn = conn::open(path, Role::Upkeep)?;
+            checkpoint::prepare_writer(&migration_conn, opts.replication)?;
+            schema::migrate(&migration_conn)?;
+        }
+        let checkpoint_conn = conn::open(path, Role::Upkeep)?;
         let checkpointer = Checkpointer::new(&checkpoint_conn, path, opts.replication)?
             .syncing_database_file(path);
         let mut reader_conns = Vec::with_capacity(opts.readers);

@@ -6,7 +6,8 @@
 //! ([`local_reads`]), the webhook outbox ([`deliveries`]),
 //! restarts, crashes and fail points ([`recovery`]), the page size of new
 //! and existing files ([`pages`]), the WAL under
-//! never-pausing readers ([`wal`]), what Litestream replication asks of
+//! never-pausing readers ([`wal`]) and how commits reach it
+//! ([`wal_writes`]), what Litestream replication asks of
 //! the store ([`replication`]), and a throughput figure ([`throughput`],
 //! ignored by default).
 //!
@@ -31,3 +32,4 @@ mod test_mode;
 mod throughput;
 mod transitions;
 mod wal;
+mod wal_writes;
