@@ -339,6 +339,10 @@ unsafe extern "C" fn write(
     let Ok(len) = usize::try_from(amount) else {
         return ffi::SQLITE_IOERR_WRITE;
     };
+    if len == 0 {
+        // Nothing to hold (and a slice may not be made from a null data).
+        return ffi::SQLITE_OK;
+    }
     // SAFETY: SQLite hands `amount` readable bytes at data for the call.
     let data = std::slice::from_raw_parts(data.cast::<u8>(), len);
     let buffer = &mut (*file.cast::<WalFile>()).buffer;
