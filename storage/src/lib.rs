@@ -24,7 +24,8 @@
 //! (the 503 rows), `users` (dashboard users and sessions), `dashboard_ops`
 //! (a company's keys, logout), `verification_list` (the dashboard's list
 //! and totals), `rows` (row types and mapping), `schema`
-//! (migrations), `conn` (connection settings), `failpoints` (crash and
+//! (migrations), `conn` (connection settings), `wal_vfs` (the writer's
+//! WAL file, written one commit at a time), `failpoints` (crash and
 //! error injection), `error`. [`handoff`] is the blocking queue the
 //! store's own two queues (the writer's intake, the commit queue) and the
 //! binary's webhook senders take their work from.
