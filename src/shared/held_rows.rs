@@ -97,8 +97,8 @@ struct Shard {
     text_dead: usize,
     /// Pending verifications a GET read from SQLite (see the module doc).
     reread: HashMap<VerificationKey, HeldCopy>,
-    /// The keys of `reread` in the order they came (some may have left
-    /// `reread` since), at most [`REREAD_PER_SHARD`].
+    /// The keys of `reread` in the order they came: the same keys, at
+    /// most [`REREAD_PER_SHARD`].
     reread_order: VecDeque<VerificationKey>,
     /// Changes of status applied to any of this shard's keys.
     changes: u64,
@@ -176,7 +176,13 @@ impl HeldRows {
         if let Some(key) = VerificationKey::parse(id) {
             let mut shard = self.shard(key).write();
             shard.take_out(key);
-            shard.reread.remove(&key);
+            if shard.reread.remove(&key).is_some() {
+                // Its place in the order too, so that the order's bound
+                // counts copies held, not copies that ended (a scan of at
+                // most REREAD_PER_SHARD keys, only for a key that was read
+                // again).
+                shard.reread_order.retain(|k| *k != key);
+            }
             shard.changes += 1;
         }
     }
@@ -652,6 +658,33 @@ mod tests {
         assert!(held
             .render(key(&rows[0]), rows[0].owner(), |_| ())
             .is_none());
+    }
+
+    #[test]
+    fn a_copy_that_ended_leaves_its_room_to_the_next_read() {
+        // Clients poll until a verification ends, so copies end all the
+        // time; each must free its place in the first-read-first-out order
+        // too, or the ended keys fill the order and push live copies out.
+        let held = HeldRows::default();
+        let one_shard = |r: &VerificationRow| std::ptr::eq(held.shard(key(r)), &held.shards[0]);
+        let mut rows = (0u64..).map(|n| row(n, "r", "")).filter(one_shard);
+        let kept: Vec<_> = rows.by_ref().take(REREAD_PER_SHARD).collect();
+        for r in &kept {
+            read_from_sqlite(&held, r);
+        }
+        for r in &kept[1..REREAD_PER_SHARD / 2] {
+            held.ended(&r.id);
+        }
+        let later: Vec<_> = rows.take(REREAD_PER_SHARD / 2 - 1).collect();
+        for r in &later {
+            read_from_sqlite(&held, r);
+        }
+        assert_eq!(held.count(), REREAD_PER_SHARD, "the shard's copies");
+        assert!(
+            shows_as_itself(&held, &kept[0]),
+            "the first copy was pushed out while ended copies' places were free"
+        );
+        assert!(later.iter().all(|r| shows_as_itself(&held, r)));
     }
 
     #[test]
