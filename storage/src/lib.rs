@@ -115,4 +115,3 @@ pub use users::{NewSession, SessionUser, UserRow, SESSIONS_PER_USER_MAX};
 pub use verification_list::{
     Counts, ListCursor, ListFilter, ListPage, ListedRow, Totals, LIST_PAGE_MAX,
 };
-pub use wal_vfs::{wal_writes, WalWrites};

@@ -64,6 +64,9 @@ pub(crate) struct Counters {
     pub(crate) ops_committed: AtomicU64,
     pub(crate) ops_failed: AtomicU64,
     pub(crate) checkpoints: AtomicU64,
+    /// The writer thread's WAL writes (`wal_vfs`), as of its last commit.
+    pub(crate) wal_writes_asked: AtomicU64,
+    pub(crate) wal_writes_issued: AtomicU64,
     /// Whether the writer's latest transaction failed as a whole (readiness:
     /// the store is not taking writes right now).
     pub(crate) last_batch_failed: std::sync::atomic::AtomicBool,
@@ -107,6 +110,12 @@ pub struct StoreStats {
     pub ops_failed: u64,
     /// WAL checkpoints run (by the checkpoint thread).
     pub checkpoints: u64,
+    /// Writes SQLite asked of the writer's WAL file, as of the writer's
+    /// last commit: a header and a page for each frame.
+    pub wal_writes_asked: u64,
+    /// Writes that reached the file: one per commit (`wal_vfs`), more only
+    /// for a commit past the largest single write.
+    pub wal_writes_issued: u64,
     /// Whether the writer's latest transaction failed as a whole.
     pub last_batch_failed: bool,
     /// Ops waiting in the write queue right now.

@@ -374,6 +374,8 @@ impl Store {
             ops_committed: s.ops_committed.load(Ordering::Relaxed),
             ops_failed: s.ops_failed.load(Ordering::Relaxed),
             checkpoints: s.checkpoints.load(Ordering::Relaxed),
+            wal_writes_asked: s.wal_writes_asked.load(Ordering::Relaxed),
+            wal_writes_issued: s.wal_writes_issued.load(Ordering::Relaxed),
             write_queue_len: self.inner.write_tx.len(),
             read_queue_len: self.inner.read_tx.len(),
             committed_batches_queued: s.committed_batches_queued.load(Ordering::Relaxed),

@@ -44,9 +44,10 @@
 #![allow(unsafe_code)]
 
 use rusqlite::ffi;
+use std::cell::Cell;
 use std::ffi::{c_int, c_void, CStr};
 use std::ptr;
-use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::OnceLock;
 
 /// The VFS's name, given to `Connection::open_with_flags_and_vfs`.
@@ -64,23 +65,29 @@ const WAL_HEADER_BYTES: i64 = 32;
 /// writes of about this size.
 const WRITE_MAX: usize = 64 * 1024;
 
-/// Writes asked of WAL files opened through this VFS, and writes it made
-/// to the files, since the process started: see [`wal_writes`].
-static ASKED: AtomicU64 = AtomicU64::new(0);
-static ISSUED: AtomicU64 = AtomicU64::new(0);
-
-/// Writes SQLite asked of the writer's WAL, and the writes that reached
-/// the file, over the whole process (every store in it).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct WalWrites {
-    pub asked: u64,
-    pub issued: u64,
+thread_local! {
+    /// Writes asked of WAL files opened through this VFS on this thread,
+    /// and writes made to the files: see [`thread_wal_writes`]. Per thread,
+    /// not per process: a store's writer connection is used by its writer
+    /// thread alone, so these are that store's counts, which its stats
+    /// publish, however many stores a process (a test binary) runs.
+    static ASKED: Cell<u64> = const { Cell::new(0) };
+    static ISSUED: Cell<u64> = const { Cell::new(0) };
 }
 
-pub fn wal_writes() -> WalWrites {
+/// Writes SQLite asked of WAL files through this VFS, and the writes that
+/// reached the files.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct WalWrites {
+    pub(crate) asked: u64,
+    pub(crate) issued: u64,
+}
+
+/// The calling thread's counts since it started.
+pub(crate) fn thread_wal_writes() -> WalWrites {
     WalWrites {
-        asked: ASKED.load(Ordering::Relaxed),
-        issued: ISSUED.load(Ordering::Relaxed),
+        asked: ASKED.get(),
+        issued: ISSUED.get(),
     }
 }
 
@@ -217,7 +224,7 @@ impl WriteAt for Inner {
         for part in bytes.chunks(WRITE_MAX) {
             // WRITE_MAX fits a c_int; parts are never longer.
             let len = part.len() as c_int;
-            ISSUED.fetch_add(1, Ordering::Relaxed);
+            ISSUED.set(ISSUED.get() + 1);
             // SAFETY: self.0 is an open file of the default VFS (open()
             // made it), and part outlives the call.
             let rc = unsafe {
@@ -333,7 +340,7 @@ unsafe extern "C" fn write(
     amount: c_int,
     offset: ffi::sqlite3_int64,
 ) -> c_int {
-    ASKED.fetch_add(1, Ordering::Relaxed);
+    ASKED.set(ASKED.get() + 1);
     let Ok(len) = usize::try_from(amount) else {
         return ffi::SQLITE_IOERR_WRITE;
     };

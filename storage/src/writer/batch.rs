@@ -33,6 +33,7 @@ use crate::error::{Result, StorageError};
 use crate::failpoints::{FailPoints, Point};
 use crate::ops::WriteOp;
 use crate::stats::Counters;
+use crate::wal_vfs;
 use dialproof_engine::time::UnixMillis;
 use rusqlite::Connection;
 use std::collections::HashMap;
@@ -135,6 +136,15 @@ fn count(counters: &Counters, committed: bool, replies: &[HeldReply]) {
         counters.batches_failed.fetch_add(1, Ordering::Relaxed);
         counters.ops_failed.fetch_add(ops, Ordering::Relaxed);
     }
+    // This thread's counts are this store's: only the writer thread writes
+    // through its connection. Before the replies, like the counts above.
+    let wal = wal_vfs::thread_wal_writes();
+    counters
+        .wal_writes_asked
+        .store(wal.asked, Ordering::Relaxed);
+    counters
+        .wal_writes_issued
+        .store(wal.issued, Ordering::Relaxed);
 }
 
 /// BEGIN, every op (a second time, each in a savepoint, when one failed

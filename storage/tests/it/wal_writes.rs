@@ -5,7 +5,6 @@
 //! right after a commit), or the WAL's size (`crate::wal`).
 
 use crate::support::*;
-use dialproof_storage::wal_writes;
 
 #[test]
 fn each_commit_reaches_the_wal_file_in_one_write() {
@@ -17,17 +16,16 @@ fn each_commit_reaches_the_wal_file_in_one_write() {
     // restart (and none comes within these commits: the checkpoint thread
     // runs every 64 batches).
     insert(&store, db.row(COMMITS)).expect("insert");
-    let (before, batches_before) = (wal_writes(), store.stats().batches_committed);
+    let before = store.stats();
     // One at a time, so that each is a batch and a commit of its own: a
     // row and its five index entries, at least two frames each.
     for n in 0..COMMITS {
         insert(&store, db.row(n)).expect("insert");
     }
-    let (after, batches) = (
-        wal_writes(),
-        store.stats().batches_committed - batches_before,
-    );
-    let (asked, issued) = (after.asked - before.asked, after.issued - before.issued);
+    let after = store.stats();
+    let batches = after.batches_committed - before.batches_committed;
+    let asked = after.wal_writes_asked - before.wal_writes_asked;
+    let issued = after.wal_writes_issued - before.wal_writes_issued;
     assert_eq!(batches, COMMITS as u64, "one commit per awaited insert");
     assert!(
         asked >= 4 * batches,
