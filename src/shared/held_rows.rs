@@ -27,11 +27,17 @@
 //! retention; a held copy would outlive its row).
 //!
 //! Read again: a pending verification a GET had to read from SQLite (older
-//! than the held ones, or made before the last start) is kept too, a few
-//! hundred a shard ([`REREAD_PER_SHARD`], the first read out first), so a
+//! than the held ones, or made before the last start) is kept too, so a
 //! client polling it is answered from memory from its second GET on. Why:
 //! clients poll a verification until it ends, and one polled past the
-//! held window went to SQLite on every poll. A copy is kept only if no
+//! held window went to SQLite on every poll; a client base polls many
+//! (a working set of 150,000 is what `tools/create-vs-axum.sh` reads), so
+//! these copies are many too. They live in two generations a shard: new
+//! copies go to the young one; when it is full (of [`GENERATION_COPIES`]
+//! copies, or [`GENERATION_TEXT_BYTES`] of texts) the old one is emptied
+//! and the two swap, so the copies read longest ago leave together, in
+//! one step and without an order to keep, and between a half and all of
+//! [`REREAD_COPIES_MAX`] are held at any time. A copy is kept only if no
 //! change of status reached its shard while the GET read it (the GET
 //! notes the shard's count of changes first): a change committed after
 //! the read's snapshot then either came before the copy (and the copy is
@@ -53,10 +59,11 @@ use dialproof_engine::verification::Status;
 use dialproof_storage::{Owner, VerificationRow, VerificationView};
 use parking_lot::RwLock;
 use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 
 /// Most bytes of records and text held, over all shards (about what the
 /// 16,384 rendered bodies held before took). The copies read from SQLite
-/// ([`REREAD_PER_SHARD`] a shard) come on top.
+/// (at most [`REREAD_BYTES_MAX`]) come on top.
 pub const HELD_BYTES_MAX: usize = 12 * 1024 * 1024;
 /// Shards, so that the consumer's writes and the workers' reads rarely
 /// meet on one lock (each holds it for a search and a render at most).
@@ -66,10 +73,27 @@ const _: () = assert!(SHARDS == 1 << 4, "the shard index is a hash's top 4 bits"
 const NO_TEXT: u32 = u32::MAX;
 /// Text sweeps are not worth it below this many bytes of text.
 const TEXT_SWEEP_MIN: usize = 4 * 1024;
-/// Verifications read from SQLite kept per shard: 4,096 in all, under
-/// 1 MB with short texts (a map entry is about 100 bytes). For the polls
-/// of a few old rows, not a second copy of the database.
-pub const REREAD_PER_SHARD: usize = 256;
+/// Copies read from SQLite a generation holds (two a shard). 7,168 is
+/// what a hash map of 8,192 slots holds at its 7/8 load, so a generation
+/// never grows past the slots reserved for it: 401 KB of map (48 bytes a
+/// copy and a control byte a slot).
+const GENERATION_COPIES: usize = 7 * 1024;
+/// Bytes of texts (`client_ref` and `info`) a generation holds.
+const GENERATION_TEXT_BYTES: usize = 192 * 1024;
+const _: () = assert!(
+    4 + 2 * u16::MAX as usize <= GENERATION_TEXT_BYTES,
+    "an empty generation takes the longest texts a record points to"
+);
+/// Copies read from SQLite held at most, over all shards: 229,376, of
+/// which at least half at any time (see the module doc). With the 150,000
+/// polled verifications a busy client base has, most polls of one read
+/// once from SQLite are then answered from memory.
+pub const REREAD_COPIES_MAX: usize = SHARDS * 2 * GENERATION_COPIES;
+/// The copies' bytes at most: each generation's map (8,192 slots of 49
+/// bytes) and its texts, two a shard: about 18.3 MiB. They are taken only
+/// as GETs read old verifications from SQLite, whose page caches grow
+/// with the same reads by more (`PAGE_CACHE_KIB` in `dialproof_storage`).
+pub const REREAD_BYTES_MAX: usize = SHARDS * 2 * (8 * 1024 * 49 + GENERATION_TEXT_BYTES);
 
 /// One pending, live verification.
 #[derive(Clone, Copy, Debug)]
@@ -96,12 +120,55 @@ struct Shard {
     /// Bytes of `text` no held record points to.
     text_dead: usize,
     /// Pending verifications a GET read from SQLite (see the module doc).
-    reread: HashMap<VerificationKey, HeldCopy>,
-    /// The keys of `reread` in the order they came: the same keys, at
-    /// most [`REREAD_PER_SHARD`].
-    reread_order: VecDeque<VerificationKey>,
+    young: Generation,
+    old: Generation,
     /// Changes of status applied to any of this shard's keys.
     changes: u64,
+}
+
+/// One generation of copies read from SQLite: a copy's record (its key
+/// being the map's) and the texts its records point to.
+#[derive(Default)]
+struct Generation {
+    copies: HashMap<VerificationKey, CopyRecord, BuildHasherDefault<KeyHasher>>,
+    text: Vec<u8>,
+}
+
+/// A [`Record`] without its key (the map holds it), and nothing to mark:
+/// a copy that ends is removed from the map. 32 bytes.
+#[derive(Clone, Copy, Debug)]
+struct CopyRecord {
+    phone: PackedNumber,
+    dial_number: PackedNumber,
+    ttl_seconds: u32,
+    company: u32,
+    text: u32,
+}
+
+/// Hashes a [`VerificationKey`] (its two `u64` halves) by multiplying:
+/// 80 of its bits are random, drawn by this service, and only keys of
+/// verifications that exist are ever held, so no client can choose keys
+/// that collide. Mixed differently from the shard index, which takes the
+/// top bits of the same random half.
+#[derive(Default)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn write_u64(&mut self, half: u64) {
+        self.0 = (self.0.rotate_left(23) ^ half).wrapping_mul(0xff51_afd7_ed55_8ccd);
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(word));
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 29)
+    }
 }
 
 /// A pending verification as read from SQLite, packed as held rows are,
@@ -176,13 +243,9 @@ impl HeldRows {
         if let Some(key) = VerificationKey::parse(id) {
             let mut shard = self.shard(key).write();
             shard.take_out(key);
-            if shard.reread.remove(&key).is_some() {
-                // Its place in the order too, so that the order's bound
-                // counts copies held, not copies that ended (a scan of at
-                // most REREAD_PER_SHARD keys, only for a key that was read
-                // again).
-                shard.reread_order.retain(|k| *k != key);
-            }
+            // Its texts' bytes stay in the generation until it is emptied.
+            shard.young.copies.remove(&key);
+            shard.old.copies.remove(&key);
             shard.changes += 1;
         }
     }
@@ -195,20 +258,23 @@ impl HeldRows {
 
     /// Keeps `copy`, read from SQLite after `mark` was taken, unless a
     /// change of status reached its shard since (then it may be older than
-    /// what the commit consumer has applied). The first read out first.
+    /// what the commit consumer has applied). The young generation takes
+    /// it; a full one becomes the old one, whose copies leave.
     pub fn keep_read(&self, copy: HeldCopy, mark: ReadMark) {
         let key = copy.record.key;
-        let mut shard = self.shard(key).write();
-        if shard.changes != mark.0 || shard.reread.contains_key(&key) {
+        let mut guard = self.shard(key).write();
+        let shard = &mut *guard;
+        if shard.changes != mark.0 || shard.copy_of(key).is_some() {
             return;
         }
-        while shard.reread_order.len() >= REREAD_PER_SHARD {
-            if let Some(old) = shard.reread_order.pop_front() {
-                shard.reread.remove(&old);
-            }
+        if !shard
+            .young
+            .has_room(text_bytes(&copy.client_ref, &copy.info))
+        {
+            shard.old.empty();
+            std::mem::swap(&mut shard.young, &mut shard.old);
         }
-        shard.reread_order.push_back(key);
-        shard.reread.insert(key, copy);
+        shard.young.keep(copy);
     }
 
     /// Renders verification `key` with `render` if it is held for `owner`.
@@ -223,11 +289,8 @@ impl HeldRows {
         }
         let shard = self.shard(key).read();
         let (record, (client_ref, info)) = match shard.find(key) {
-            Some(record) => (record, shard.texts(record)),
-            None => {
-                let copy = shard.reread.get(&key)?;
-                (&copy.record, (&*copy.client_ref, &*copy.info))
-            }
+            Some(record) => (*record, shard.texts(record)),
+            None => shard.copy_of(key)?,
         };
         if i64::from(record.company) != owner.company_id {
             return None;
@@ -259,7 +322,7 @@ impl HeldRows {
             .iter()
             .map(|s| {
                 let s = s.read();
-                s.records.len() - s.gone + s.reread.len()
+                s.records.len() - s.gone + s.young.copies.len() + s.old.copies.len()
             })
             .sum()
     }
@@ -296,6 +359,80 @@ fn text_bytes(client_ref: &str, info: &str) -> usize {
     match (client_ref.len(), info.len()) {
         (0, 0) => 0,
         (r, i) => 4 + r + i,
+    }
+}
+
+/// Appends a record's texts to `text`; `None` if their offset would not
+/// fit the record's `u32` (never within the shard's bound: the row is
+/// then simply not held).
+fn add_text(text: &mut Vec<u8>, client_ref: &str, info: &str) -> Option<u32> {
+    if text_bytes(client_ref, info) == 0 {
+        return Some(NO_TEXT);
+    }
+    let at = u32::try_from(text.len()).ok().filter(|at| *at != NO_TEXT)?;
+    // Both lengths were checked against u16::MAX by `pack`.
+    text.extend_from_slice(&(client_ref.len() as u16).to_le_bytes());
+    text.extend_from_slice(&(info.len() as u16).to_le_bytes());
+    text.extend_from_slice(client_ref.as_bytes());
+    text.extend_from_slice(info.as_bytes());
+    Some(at)
+}
+
+/// The texts a record whose `text` is `at` points to in `text`.
+fn texts_at(text: &[u8], at: u32) -> (&str, &str) {
+    if at == NO_TEXT {
+        return ("", "");
+    }
+    let at = at as usize;
+    let (ref_len, info_len) = text_lens(text, at);
+    let ref_at = at + 4;
+    let info_at = ref_at + ref_len;
+    // Written from two `&str`s at these offsets, so both are UTF-8.
+    let read =
+        |from: usize, n: usize| std::str::from_utf8(&text[from..from + n]).unwrap_or_default();
+    (read(ref_at, ref_len), read(info_at, info_len))
+}
+
+impl Generation {
+    /// Whether one more copy with `text_needs` bytes of texts fits.
+    fn has_room(&self, text_needs: usize) -> bool {
+        self.copies.len() < GENERATION_COPIES
+            && self.text.len() + text_needs <= GENERATION_TEXT_BYTES
+    }
+
+    fn keep(&mut self, copy: HeldCopy) {
+        if self.copies.capacity() == 0 {
+            // Once, to the most it holds: the map never grows by doubling
+            // (which would hold its old and new slots at once).
+            self.copies.reserve(GENERATION_COPIES);
+            self.text.reserve_exact(GENERATION_TEXT_BYTES);
+        }
+        let Some(text) = add_text(&mut self.text, &copy.client_ref, &copy.info) else {
+            return;
+        };
+        let Record {
+            key,
+            phone,
+            dial_number,
+            ttl_seconds,
+            company,
+            ..
+        } = copy.record;
+        let record = CopyRecord {
+            phone,
+            dial_number,
+            ttl_seconds,
+            company,
+            text,
+        };
+        self.copies.insert(key, record);
+    }
+
+    /// Drops every copy; the map's slots and the text's bytes stay
+    /// allocated for the next copies.
+    fn empty(&mut self) {
+        self.copies.clear();
+        self.text.clear();
     }
 }
 
@@ -349,24 +486,8 @@ impl Shard {
         }
     }
 
-    /// Appends a record's texts; `None` if their offset would not fit the
-    /// record's `u32` (never within the shard's bound: the row is then
-    /// simply not held).
     fn add_text(&mut self, client_ref: &str, info: &str) -> Option<u32> {
-        if text_bytes(client_ref, info) == 0 {
-            return Some(NO_TEXT);
-        }
-        let at = u32::try_from(self.text.len())
-            .ok()
-            .filter(|at| *at != NO_TEXT)?;
-        // Both lengths were checked against u16::MAX by `pack`.
-        self.text
-            .extend_from_slice(&(client_ref.len() as u16).to_le_bytes());
-        self.text
-            .extend_from_slice(&(info.len() as u16).to_le_bytes());
-        self.text.extend_from_slice(client_ref.as_bytes());
-        self.text.extend_from_slice(info.as_bytes());
-        Some(at)
+        add_text(&mut self.text, client_ref, info)
     }
 
     fn text_len(&self, record: &Record) -> usize {
@@ -375,18 +496,24 @@ impl Shard {
     }
 
     fn texts(&self, record: &Record) -> (&str, &str) {
-        if record.text == NO_TEXT {
-            return ("", "");
-        }
-        let at = record.text as usize;
-        let (ref_len, info_len) = text_lens(&self.text, at);
-        let ref_at = at + 4;
-        let info_at = ref_at + ref_len;
-        // Written from two `&str`s at these offsets, so both are UTF-8.
-        let text = |from: usize, n: usize| {
-            std::str::from_utf8(&self.text[from..from + n]).unwrap_or_default()
+        texts_at(&self.text, record.text)
+    }
+
+    /// The copy read from SQLite of `key`, as a record and its texts.
+    fn copy_of(&self, key: VerificationKey) -> Option<(Record, (&str, &str))> {
+        let (generation, copy) = [&self.young, &self.old]
+            .into_iter()
+            .find_map(|g| Some((g, g.copies.get(&key)?)))?;
+        let record = Record {
+            key,
+            phone: copy.phone,
+            dial_number: copy.dial_number,
+            ttl_seconds: copy.ttl_seconds,
+            company: copy.company,
+            text: copy.text,
+            gone: false,
         };
-        (text(ref_at, ref_len), text(info_at, info_len))
+        Some((record, texts_at(&generation.text, copy.text)))
     }
 
     /// A record no longer points to its text.
@@ -631,55 +758,132 @@ mod tests {
         }
     }
 
-    #[test]
-    fn rows_read_again_are_bounded_and_the_first_read_leaves_first() {
-        let held = HeldRows::default();
-        let rows: Vec<_> = (0..(SHARDS * REREAD_PER_SHARD * 3) as u64)
+    /// Rows (`client_ref` `r`, no info) whose keys fall in shard 0.
+    fn rows_of_shard_0(held: &HeldRows) -> impl Iterator<Item = VerificationRow> + '_ {
+        (0u64..)
             .map(|n| row(n, "r", ""))
+            .filter(|r| std::ptr::eq(held.shard(key(r)), &held.shards[0]))
+    }
+
+    #[test]
+    fn copies_read_again_are_bounded_and_leave_a_generation_at_a_time() {
+        let held = HeldRows::default();
+        let rows: Vec<_> = rows_of_shard_0(&held)
+            .take(2 * GENERATION_COPIES + 1)
             .collect();
-        for r in &rows {
+        for r in &rows[..2 * GENERATION_COPIES] {
             read_from_sqlite(&held, r);
             // Read twice: kept once.
             read_from_sqlite(&held, r);
         }
-        assert!(
-            held.count() <= SHARDS * REREAD_PER_SHARD,
-            "{}",
-            held.count()
-        );
-        for shard in &held.shards {
-            let shard = shard.read();
-            assert_eq!(shard.reread.len(), REREAD_PER_SHARD);
-            assert_eq!(shard.reread_order.len(), REREAD_PER_SHARD);
+        assert_eq!(held.count(), 2 * GENERATION_COPIES, "both generations full");
+        assert!(rows[..2 * GENERATION_COPIES]
+            .iter()
+            .all(|r| shows_as_itself(&held, r)));
+        // One more: the first generation leaves, the second and the new
+        // copy stay.
+        read_from_sqlite(&held, &rows[2 * GENERATION_COPIES]);
+        assert_eq!(held.count(), GENERATION_COPIES + 1);
+        assert!(rows[..GENERATION_COPIES]
+            .iter()
+            .all(|r| held.render(key(r), r.owner(), |_| ()).is_none()));
+        assert!(rows[GENERATION_COPIES..]
+            .iter()
+            .all(|r| shows_as_itself(&held, r)));
+        let shard = held.shards[0].read();
+        for g in [&shard.young, &shard.old] {
+            assert!(
+                g.copies.capacity() <= GENERATION_COPIES,
+                "a generation grew past its slots: {}",
+                g.copies.capacity()
+            );
         }
-        // The last read of each shard are held, the first are not.
-        let last = &rows[rows.len() - 1];
-        assert!(shows_as_itself(&held, last));
-        assert!(held
-            .render(key(&rows[0]), rows[0].owner(), |_| ())
-            .is_none());
     }
 
     #[test]
-    fn a_copy_that_ended_leaves_its_room_to_the_next_read() {
-        // Clients poll until a verification ends, so copies end all the
-        // time; each must free its place in the first-read-first-out order
-        // too, or the ended keys fill the order and push live copies out.
+    fn a_working_set_of_150_000_read_once_is_answered_from_memory() {
+        // What a busy client base polls; before the copies were kept in
+        // generations, 4,096 of them were (256 a shard).
         let held = HeldRows::default();
-        let one_shard = |r: &VerificationRow| std::ptr::eq(held.shard(key(r)), &held.shards[0]);
-        let mut rows = (0u64..).map(|n| row(n, "r", "")).filter(one_shard);
-        let kept: Vec<_> = rows.by_ref().take(REREAD_PER_SHARD).collect();
+        let rows: Vec<_> = (0..150_000u64).map(|n| row(n, "order", "")).collect();
+        for r in &rows {
+            read_from_sqlite(&held, r);
+        }
+        let answered = rows
+            .iter()
+            .filter(|r| held.render(key(r), r.owner(), |_| ()).is_some())
+            .count();
+        assert_eq!(answered, rows.len(), "copies held of the working set");
+        assert!(rows.iter().step_by(97).all(|r| shows_as_itself(&held, r)));
+    }
+
+    #[test]
+    fn long_texts_fill_a_generation_by_their_bytes() {
+        let held = HeldRows::default();
+        let info = "i".repeat(10_000);
+        let rows: Vec<_> = rows_of_shard_0(&held)
+            .take(100)
+            .map(|r| VerificationRow {
+                info: info.clone(),
+                ..r
+            })
+            .collect();
+        for r in &rows {
+            read_from_sqlite(&held, r);
+            let shard = held.shards[0].read();
+            for g in [&shard.young, &shard.old] {
+                assert!(g.text.len() <= GENERATION_TEXT_BYTES, "{}", g.text.len());
+            }
+        }
+        // 10,004 bytes a copy: 19 fit a generation, so the last 19 to 38
+        // are held, the newest among them.
+        let held_now = held.count();
+        assert!((19..=38).contains(&held_now), "{held_now} held");
+        assert!(shows_as_itself(&held, &rows[99]));
+        assert!(held
+            .render(key(&rows[0]), rows[0].owner(), |_| ())
+            .is_none());
+        // The longest texts a copy can have fit a generation; longer ones
+        // are not copied (`pack` refuses them).
+        let huge = VerificationRow {
+            info: "x".repeat(u16::MAX as usize),
+            client_ref: "y".repeat(u16::MAX as usize),
+            ..row(1_000_000, "", "")
+        };
+        let too_long = VerificationRow {
+            info: "z".repeat(GENERATION_TEXT_BYTES),
+            ..huge.clone()
+        };
+        assert!(HeldCopy::of(key(&too_long), too_long.owner(), &too_long.view()).is_none());
+        read_from_sqlite(&held, &huge);
+        assert!(shows_as_itself(&held, &huge));
+    }
+
+    #[test]
+    fn a_copy_that_ended_is_gone_and_leaves_its_room() {
+        // Clients poll until a verification ends, so copies end all the
+        // time; each must free its place in its generation, or ended
+        // copies fill it and push live ones out early.
+        let held = HeldRows::default();
+        let mut rows = rows_of_shard_0(&held);
+        // One generation's worth: all in the young one.
+        let kept: Vec<_> = rows.by_ref().take(GENERATION_COPIES).collect();
         for r in &kept {
             read_from_sqlite(&held, r);
         }
-        for r in &kept[1..REREAD_PER_SHARD / 2] {
+        for r in &kept[1..GENERATION_COPIES / 2] {
             held.ended(&r.id);
+            assert!(
+                held.render(key(r), r.owner(), |_| ()).is_none(),
+                "{} ended but held",
+                r.id
+            );
         }
-        let later: Vec<_> = rows.take(REREAD_PER_SHARD / 2 - 1).collect();
+        let later: Vec<_> = rows.take(GENERATION_COPIES / 2 - 1).collect();
         for r in &later {
             read_from_sqlite(&held, r);
         }
-        assert_eq!(held.count(), REREAD_PER_SHARD, "the shard's copies");
+        assert_eq!(held.count(), GENERATION_COPIES, "the shard's copies");
         assert!(
             shows_as_itself(&held, &kept[0]),
             "the first copy was pushed out while ended copies' places were free"
