@@ -215,6 +215,14 @@ fn reads(out: &mut String, ctx: &Ops) {
         "Pending verifications held in memory for GETs (bounded; the oldest are left to SQLite).",
     );
     sample(out, name, "", ctx.held.count() as u64);
+    let name = "dialproof_verification_copies_held";
+    header(
+        out,
+        name,
+        "gauge",
+        "Of the verifications held, those a GET read from SQLite and kept for the next polls (at most 229,376, about 18 MiB).",
+    );
+    sample(out, name, "", ctx.held.copies() as u64);
 }
 
 /// Idempotency keys of creates: the two 409s, the purge, and what memory

@@ -318,11 +318,24 @@ impl HeldRows {
     /// Verifications held (taken-out records not counted), those read
     /// again from SQLite included.
     pub fn count(&self) -> usize {
+        let records: usize = self
+            .shards
+            .iter()
+            .map(|s| {
+                let s = s.read();
+                s.records.len() - s.gone
+            })
+            .sum();
+        records + self.copies()
+    }
+
+    /// Of [`HeldRows::count`], the copies read from SQLite.
+    pub fn copies(&self) -> usize {
         self.shards
             .iter()
             .map(|s| {
                 let s = s.read();
-                s.records.len() - s.gone + s.young.copies.len() + s.old.copies.len()
+                s.young.copies.len() + s.old.copies.len()
             })
             .sum()
     }

@@ -273,6 +273,7 @@ fn a_verification_polled_again_after_a_restart_is_answered_from_memory_until_it_
         (Some(1.0), Some(3.0)),
         "design choice: a pending verification read from SQLite is kept for the next polls"
     );
+    assert_eq!(copies_held(&s), Some(1.0), "the copy in /metrics");
     // Another company's key finds nothing, kept copy or not.
     let other = s.new_client("globex");
     assert_404(&s.get(&other, &id), "another company's verification");
@@ -288,4 +289,10 @@ fn a_verification_polled_again_after_a_restart_is_answered_from_memory_until_it_
         Some(3.0),
         "the ended verification was answered from memory"
     );
+    assert_eq!(copies_held(&s), Some(0.0), "the ended copy in /metrics");
+}
+
+fn copies_held(s: &Server) -> Option<f64> {
+    let ops = s.ops_addr(s.ready_lines().len());
+    metric(ops, "dialproof_verification_copies_held")
 }
