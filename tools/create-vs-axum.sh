@@ -25,7 +25,9 @@
 #      next polls (up to 229,376 copies). So the working-set lines say
 #      what share of Dialproof's reads memory answered in that round
 #      (its /metrics on the ops listener, before and after): the first
-#      round reads each id from SQLite once.
+#      round reads each id from SQLite once. Before c, Dialproof's
+#      cheapest route (GET /, a 404, no key) runs as long, and the
+#      working-set lines give the reads' rate as a share of it.
 #
 # Then a table of req/s per server per round, the ratio Dialproof/axum for
 # create and GET, the medians, the non-2xx answers (wrk counts status >= 400
@@ -183,7 +185,9 @@ function init(args)
   for i, key in ipairs(keys) do
     local auth = "Bearer " .. key
     auths[i] = { ["Authorization"] = auth }
-    if mode == "create" or mode == "prefill" then
+    if mode == "root" then
+      reqs[i] = wrk.format("GET", "/")
+    elseif mode == "create" or mode == "prefill" then
       reqs[i] = wrk.format("POST", "/api/v1/verifications/",
         { ["Authorization"] = auth, ["Content-Type"] = "application/json" }, body)
     elseif mode == "get" then
@@ -275,6 +279,7 @@ for round in $(seq "$ROUNDS"); do
   run_counted get "$round"
   run get axum "$AX_ADDR" "$round"
   if [ "$WORKING_SET" -gt 0 ]; then
+    run root dialproof "$DP_ADDR" "$round"
     run_counted getws "$round"
     run getws axum "$AX_ADDR" "$round"
   fi
@@ -309,17 +314,18 @@ print(f"median   {m['cd']:16.0f} {m['ca']:12.0f} {m['cd'] / m['ca']:6.2f}   {m['
       f"   (median of the per-round ratios: create {m['cr']:.2f}, GET {m['gr']:.2f})")
 if ws:
     print(f"GET of a random id among {ws} pending verifications (the working set):")
-    print(f"{'':8} {'dialproof':>16} {'axum':>12} {'ratio':>6}   Dialproof's reads answered from memory")
-    wd, wa = [], []
+    print(f"{'':8} {'dialproof':>16} {'axum':>12} {'ratio':>6}   {'of its GET /':>12}   Dialproof's reads answered from memory")
+    wd, wa, wr = [], [], []
     for r in range(1, rounds + 1):
         (d_, *bd), (a_, *ba) = wrk("getws", "dialproof", r), wrk("getws", "axum", r)
         for k, v in (("GET working set dialproof", bd), ("GET working set axum", ba)):
             bad[k] = [a + b for a, b in zip(bad.get(k, [0, 0, 0]), v)]
-        wd.append(d_); wa.append(a_)
+        root = wrk("root", "dialproof", r)[0]
+        wd.append(d_); wa.append(a_); wr.append(d_ / root)
         held = float(open(f"{d}/getws-dialproof-{r}.held").read())
-        print(f"round {r:<2} {d_:16.0f} {a_:12.0f} {d_ / a_:6.2f}   {100 * held:.0f} %")
+        print(f"round {r:<2} {d_:16.0f} {a_:12.0f} {d_ / a_:6.2f}   {d_ / root:12.2f}   {100 * held:.0f} %")
     md, ma = statistics.median(wd), statistics.median(wa)
-    print(f"median   {md:16.0f} {ma:12.0f} {md / ma:6.2f}"
+    print(f"median   {md:16.0f} {ma:12.0f} {md / ma:6.2f}   {statistics.median(wr):12.2f}"
           f"   (median of the per-round ratios: {statistics.median(x / y for x, y in zip(wd, wa)):.2f})")
 for k, (non2xx, sock, total) in bad.items():
     print(f"{k}: {total} requests, {non2xx} non-2xx, {sock} socket errors")
