@@ -91,8 +91,9 @@ const _: () = assert!(
 pub const REREAD_COPIES_MAX: usize = SHARDS * 2 * GENERATION_COPIES;
 /// The copies' bytes at most: each generation's map (8,192 slots of 49
 /// bytes) and its texts, two a shard: about 18.3 MiB. They are taken only
-/// as GETs read old verifications from SQLite, whose page caches grow
-/// with the same reads by more (`PAGE_CACHE_KIB` in `dialproof_storage`).
+/// as GETs read old verifications from SQLite; since the copies answer the
+/// polls after the first, each worker's SQLite page cache is kept small
+/// (`PAGE_CACHE_KIB` in `dialproof_storage`).
 pub const REREAD_BYTES_MAX: usize = SHARDS * 2 * (8 * 1024 * 49 + GENERATION_TEXT_BYTES);
 
 /// One pending, live verification.

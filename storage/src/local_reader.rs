@@ -22,15 +22,20 @@ use std::cell::RefCell;
 use std::path::Path;
 
 /// Page cache of each of these connections (SQLite's default is 2 MiB).
-/// A GET by id reads the id index and the row's table page; for the
-/// 150,000 verifications a busy client base polls, those are about 28 MiB
-/// of pages, so with the default most GETs went to the kernel for pages
-/// (`tools/read-ab.sh`: server CPU per GET over such a set fell from
-/// about 52 to 26 us with this cache). It fills only as GETs read pages, and
-/// only on the threads that serve GETs; recovery and the other reads use
-/// the reader threads, which keep the default, so a restart's memory does
-/// not grow with it.
-pub const PAGE_CACHE_KIB: u32 = 32 * 1024;
+/// A GET by id reads the id index and the row's table page. With the
+/// default, most GETs over a working set of 150,000 went to the kernel
+/// for pages (`tools/read-ab.sh`: server CPU per GET fell from about 52
+/// to 26 us with a 32 MiB cache, when every poll of an older
+/// verification read SQLite). Since the service keeps a copy of a pending
+/// verification a GET read (the held rows' copies), SQLite is read about
+/// once per verification, and 8 MiB (which holds the b-trees' interior
+/// pages) costs no CPU per read that `tools/read-ab.sh` over 450,000 or
+/// the `get_path` bench could tell from 32 MiB, with 33 MB less resident
+/// in a process that served 300,000 (`tools/serving-memory.sh`). It
+/// fills only as GETs read pages, and only on the threads that serve
+/// GETs; recovery and the other reads use the reader threads, which keep
+/// the default, so a restart's memory does not grow with it.
+pub const PAGE_CACHE_KIB: u32 = 8 * 1024;
 
 /// Connections one thread keeps, one per store it read from most recently.
 pub const STORES_PER_THREAD_MAX: usize = 4;
