@@ -185,16 +185,16 @@ function init(args)
   for i, key in ipairs(keys) do
     local auth = "Bearer " .. key
     auths[i] = { ["Authorization"] = auth }
-    if mode == "root" then
-      reqs[i] = wrk.format("GET", "/")
-    elseif mode == "create" or mode == "prefill" then
+    if mode == "create" or mode == "prefill" then
       reqs[i] = wrk.format("POST", "/api/v1/verifications/",
         { ["Authorization"] = auth, ["Content-Type"] = "application/json" }, body)
     elseif mode == "get" then
       reqs[i] = wrk.format("GET", "/api/v1/verifications/" .. ids[i] .. "/", auths[i])
     end
   end
-  if mode == "getws" then
+  if mode == "root" then
+    reqs = { wrk.format("GET", "/") }
+  elseif mode == "getws" then
     for i, id in ipairs(ids) do
       reqs[i] = wrk.format("GET", "/api/v1/verifications/" .. id .. "/", auths[math.random(#auths)])
     end

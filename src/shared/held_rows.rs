@@ -146,6 +146,32 @@ struct CopyRecord {
     text: u32,
 }
 
+impl CopyRecord {
+    /// `record` without its key, its texts at `text` in a generation's.
+    fn of(record: &Record, text: u32) -> Self {
+        CopyRecord {
+            phone: record.phone,
+            dial_number: record.dial_number,
+            ttl_seconds: record.ttl_seconds,
+            company: record.company,
+            text,
+        }
+    }
+
+    /// The record again, with its key.
+    fn record(self, key: VerificationKey) -> Record {
+        Record {
+            key,
+            phone: self.phone,
+            dial_number: self.dial_number,
+            ttl_seconds: self.ttl_seconds,
+            company: self.company,
+            text: self.text,
+            gone: false,
+        }
+    }
+}
+
 /// Hashes a [`VerificationKey`] (its two `u64` halves) by multiplying:
 /// 80 of its bits are random, drawn by this service, and only keys of
 /// verifications that exist are ever held, so no client can choose keys
@@ -265,7 +291,7 @@ impl HeldRows {
         let key = copy.record.key;
         let mut guard = self.shard(key).write();
         let shard = &mut *guard;
-        if shard.changes != mark.0 || shard.copy_of(key).is_some() {
+        if shard.changes != mark.0 || shard.has_copy(key) {
             return;
         }
         if !shard
@@ -424,22 +450,8 @@ impl Generation {
         let Some(text) = add_text(&mut self.text, &copy.client_ref, &copy.info) else {
             return;
         };
-        let Record {
-            key,
-            phone,
-            dial_number,
-            ttl_seconds,
-            company,
-            ..
-        } = copy.record;
-        let record = CopyRecord {
-            phone,
-            dial_number,
-            ttl_seconds,
-            company,
-            text,
-        };
-        self.copies.insert(key, record);
+        self.copies
+            .insert(copy.record.key, CopyRecord::of(&copy.record, text));
     }
 
     /// Drops every copy; the map's slots and the text's bytes stay
@@ -518,16 +530,11 @@ impl Shard {
         let (generation, copy) = [&self.young, &self.old]
             .into_iter()
             .find_map(|g| Some((g, g.copies.get(&key)?)))?;
-        let record = Record {
-            key,
-            phone: copy.phone,
-            dial_number: copy.dial_number,
-            ttl_seconds: copy.ttl_seconds,
-            company: copy.company,
-            text: copy.text,
-            gone: false,
-        };
-        Some((record, texts_at(&generation.text, copy.text)))
+        Some((copy.record(key), texts_at(&generation.text, copy.text)))
+    }
+
+    fn has_copy(&self, key: VerificationKey) -> bool {
+        self.young.copies.contains_key(&key) || self.old.copies.contains_key(&key)
     }
 
     /// A record no longer points to its text.

@@ -186,11 +186,15 @@ fn a_get_right_after_a_change_shows_the_change() {
 /// GETs of one verification answered `from` "memory" or "sqlite" since the
 /// latest start (its ops address: a restart binds a new port).
 fn reads(s: &Server, from: &str) -> Option<f64> {
-    let ops = s.ops_addr(s.ready_lines().len());
-    metric(
-        ops,
+    series(
+        s,
         &format!("dialproof_verification_reads_total{{from=\"{from}\"}}"),
     )
+}
+
+/// A series of the running server's /metrics.
+fn series(s: &Server, name: &str) -> Option<f64> {
+    metric(s.ops_addr(s.ready_lines().len()), name)
 }
 
 /// README "Performance": a pending verification's GET is answered from the
@@ -293,6 +297,5 @@ fn a_verification_polled_again_after_a_restart_is_answered_from_memory_until_it_
 }
 
 fn copies_held(s: &Server) -> Option<f64> {
-    let ops = s.ops_addr(s.ready_lines().len());
-    metric(ops, "dialproof_verification_copies_held")
+    series(s, "dialproof_verification_copies_held")
 }
