@@ -30,6 +30,14 @@ use std::time::Duration;
 /// Datagrams received but not yet handled by the driver. Beyond it new
 /// ones are dropped (UDP senders retransmit) instead of growing memory.
 pub const INBOUND_QUEUE_MAX: usize = 16_384;
+/// Most inputs the driver handles between two sends of what the machines
+/// queued (and two runs of the timers). Under a flood the queue does not
+/// empty: a driver that drained it first held every final and `100 Trying`
+/// until it did, up to the whole queue's wait, so callers retransmitted
+/// INVITEs that had been answered and the duplicates became the flood.
+/// A batch of 64 is about a millisecond of work, and sends as many
+/// datagrams as draining would.
+const BATCH_MAX: usize = 64;
 /// The longest the driver sleeps without looking at the stop flag.
 const IDLE_WAKE: Duration = Duration::from_millis(200);
 /// Requested kernel buffer of the SIP socket, each way. The default
@@ -204,8 +212,9 @@ impl Driver {
             };
             if let Some(input) = first {
                 self.handle(input);
-                // Take whatever else is queued before running timers.
-                while let Ok(input) = rx.try_recv() {
+                // Take more of what is queued, but at most a batch, so the
+                // answers go out and the timers run while a flood lasts.
+                for input in std::iter::from_fn(|| rx.try_recv().ok()).take(BATCH_MAX - 1) {
                     self.handle(input);
                 }
             }

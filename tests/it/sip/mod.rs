@@ -12,4 +12,5 @@ mod calls;
 mod cancel;
 pub(crate) mod kamailio;
 mod number_health;
+mod overload;
 mod register;
