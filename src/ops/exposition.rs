@@ -442,7 +442,11 @@ fn sip(out: &mut String, ctx: &Ops) {
     }
     let name = "dialproof_sip_datagrams_dropped_total";
     header(out, name, "counter", "Datagrams dropped, by reason.");
-    for (reason, c) in [("malformed", &s.malformed), ("overloaded", &s.overloaded)] {
+    for (reason, c) in [
+        ("malformed", &s.malformed),
+        ("overloaded", &s.overloaded),
+        ("stale", &s.stale),
+    ] {
         sample(out, name, &format!("reason=\"{reason}\""), get(c));
     }
     let name = "dialproof_sip_line_up";

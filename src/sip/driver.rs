@@ -8,6 +8,12 @@
 //! of them needs a lock: it handles one input, runs due timers, sends what
 //! the machines queued, and sleeps until the next input or timer.
 //!
+//! When it falls behind, the inbound queue drops in two places: at the
+//! receive coroutine once [`INBOUND_QUEUE_MAX`] datagrams wait (the
+//! memory bound), and at the driver an INVITE that waited longer than the
+//! engine's `overload::INVITE_WAIT_MAX` (its caller has sent it again, see
+//! that module). Both are counted in `dialproof_sip_datagrams_dropped_total`.
+//!
 //! Not for: starting it (`start`), protocol decisions (engine) or call
 //! decisions (`calls`).
 
@@ -17,10 +23,12 @@ use super::Sip;
 use super::SipStats;
 use dialproof_engine::sip::message::{Message, DATAGRAM_BYTES_MAX};
 use dialproof_engine::sip::outcome::CallOutcome;
+use dialproof_engine::sip::overload::is_stale_invite;
 use dialproof_engine::sip::ping::{Change, Pinger};
 use dialproof_engine::sip::register::{Outcome, Registration};
 use dialproof_engine::sip::server::{Dropped, Endpoint, Event, Transmit, TxId};
 use dialproof_engine::sip::Instant;
+use dialproof_engine::time::UnixMillis;
 use may::net::UdpSocket;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -50,7 +58,9 @@ pub(super) const RECV_WAKE: Duration = Duration::from_millis(200);
 const UNREGISTER_WAIT: Duration = Duration::from_secs(2);
 
 pub(super) enum Input {
-    Datagram(SocketAddr, Vec<u8>),
+    /// A datagram, its source, and when the receive coroutine took it from
+    /// the socket (on the service's clock), for its wait in the queue.
+    Datagram(SocketAddr, Vec<u8>, UnixMillis),
     Decision(TxId, Decided),
 }
 
@@ -136,7 +146,8 @@ pub(super) fn receive(
             SipStats::inc(&ctx.stats.overloaded);
             continue;
         }
-        if tx.send(Input::Datagram(src, buf[..n].to_vec())).is_err() {
+        let input = Input::Datagram(src, buf[..n].to_vec(), ctx.now());
+        if tx.send(input).is_err() {
             return;
         }
     }
@@ -240,8 +251,16 @@ impl Driver {
                     .respond_with_warning(now, id, decided.code, warning);
                 decided.log();
             }
-            Input::Datagram(src, bytes) => {
+            Input::Datagram(src, bytes, received) => {
                 self.queued.fetch_sub(1, Ordering::AcqRel);
+                // A wall clock stepped back reads as no wait; one stepped
+                // forward may shed the INVITEs queued then, once, and
+                // their callers' retransmissions are handled instead.
+                let waited = u64::try_from(self.ctx.now().0 - received.0).unwrap_or(0);
+                if is_stale_invite(Duration::from_millis(waited), &bytes) {
+                    SipStats::inc(&self.ctx.stats.stale);
+                    return;
+                }
                 self.on_datagram(now, src, &bytes);
             }
         }
@@ -447,7 +466,6 @@ fn send(socket: &UdpSocket, t: &Transmit) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dialproof_engine::time::UnixMillis;
     use std::sync::atomic::AtomicI64;
 
     #[test]

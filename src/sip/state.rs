@@ -79,6 +79,9 @@ pub struct SipStats {
     pub cancelled: AtomicU64,
     pub malformed: AtomicU64,
     pub overloaded: AtomicU64,
+    /// INVITEs dropped unhandled because they waited in the inbound queue
+    /// longer than the engine's `overload::INVITE_WAIT_MAX`.
+    pub stale: AtomicU64,
     /// Gauge: INVITE server transactions held now (answered ones wait for
     /// their ACK and then T4).
     pub invite_transactions: AtomicU64,
@@ -94,7 +97,7 @@ impl SipStats {
         format!(
             "sip_invites={} sip_completed={} sip_rejected_untrusted_source={} \
              sip_rejected_unknown_number={} sip_rejected_no_lease={} sip_rejected_withheld={} \
-             sip_rejected_untrusted_caller_id={} sip_cancelled={} sip_malformed={} sip_overloaded={}",
+             sip_rejected_untrusted_caller_id={} sip_cancelled={} sip_malformed={} sip_overloaded={} sip_stale={}",
             g(&self.invites),
             g(&self.completed),
             g(&self.rejected_untrusted_source),
@@ -105,6 +108,7 @@ impl SipStats {
             g(&self.cancelled),
             g(&self.malformed),
             g(&self.overloaded),
+            g(&self.stale),
         )
     }
 }

@@ -33,6 +33,7 @@ pub mod identity;
 pub mod message;
 pub mod number;
 pub mod outcome;
+pub mod overload;
 pub mod ping;
 pub mod register;
 pub mod response;

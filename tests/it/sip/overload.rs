@@ -1,10 +1,14 @@
 //! The SIP edge under more than it can handle, from a provider it trusts:
-//! answers keep going out while a flood lasts.
+//! answers keep going out while a flood lasts, and an INVITE that waited
+//! in the inbound queue past its caller's first retransmission is dropped
+//! unhandled and counted.
 //!
 //! Not for: floods from sources no line trusts, malformed or oversized
 //! datagrams (`resilience::hostile::sip`).
 
+use crate::support::ops::metric;
 use crate::support::sip::*;
+use crate::support::virtual_time::VirtualClock;
 use crate::support::*;
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
@@ -64,4 +68,64 @@ fn answers_keep_going_out_while_a_flood_lasts() {
          empty. The design choice this checks: it sends after each batch of BATCH_MAX inputs."
     );
     assert!(!server.logs().contains("panicked"), "{}", server.logs());
+}
+
+/// The moment the receive coroutine took a datagram and the moment the
+/// driver handles it come from the service's one clock. On a clock that
+/// moves a second at every reading, every datagram has waited longer than
+/// the engine's `overload::INVITE_WAIT_MAX` (250 ms): an INVITE is
+/// dropped unanswered and counted as stale, and an OPTIONS, which is never
+/// shed, is still answered.
+#[test]
+fn an_invite_that_waited_past_the_bound_is_dropped_and_counted() {
+    let clock = VirtualClock::ticking(Duration::from_secs(1));
+    let mut server = Server::prepare(&sip_config(&trusted_line(2, 603)));
+    let config = std::fs::read_to_string(&server.config_path).expect("config");
+    let config = config.replacen(
+        "workers = 2\n",
+        "workers = 2\nops_listen = \"127.0.0.1:0\"\n",
+        1,
+    );
+    std::fs::write(&server.config_path, config).expect("config");
+    server.launch_in_process(&clock);
+    let sip = sip_addr(&server);
+    let ops = server.ops_addr(1);
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let local = sock.local_addr().unwrap();
+    sock.send_to(invite(sip, local, LINE_START + 1, 1).as_bytes(), sip)
+        .unwrap();
+    let options = format!(
+        "OPTIONS sip:{sip} SIP/2.0\r\nVia: SIP/2.0/UDP {local};branch=z9hG4bKopt;rport\r\n\
+         From: <sip:probe@{local}>;tag=1\r\nTo: <sip:{sip}>\r\nCall-ID: opt-1\r\n\
+         CSeq: 1 OPTIONS\r\nContent-Length: 0\r\n\r\n"
+    );
+    sock.send_to(options.as_bytes(), sip).unwrap();
+    // Sent after the INVITE on the same path, the OPTIONS' answer comes
+    // after anything the INVITE got; then nothing else comes.
+    sock.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    let mut buf = vec![0u8; 65_536];
+    let (n, _) = sock.recv_from(&mut buf).expect("an answer to the OPTIONS");
+    let first = String::from_utf8_lossy(&buf[..n]).into_owned();
+    assert!(
+        first.starts_with("SIP/2.0 200 OK\r\n") && first.contains("CSeq: 1 OPTIONS"),
+        "the INVITE, which waited past the 250 ms bound, was answered instead of dropped \
+         (the design choice this checks: stale INVITEs are shed, other requests never):\n{first}"
+    );
+    sock.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    if let Ok((n, _)) = sock.recv_from(&mut buf) {
+        panic!(
+            "an answer to the stale INVITE: {}",
+            String::from_utf8_lossy(&buf[..n])
+        );
+    }
+    let stale = r#"dialproof_sip_datagrams_dropped_total{reason="stale"}"#;
+    assert_eq!(metric(ops, stale), Some(1.0), "{stale}");
+    let invites = "dialproof_sip_invites_total";
+    assert_eq!(
+        metric(ops, invites),
+        Some(0.0),
+        "the stale INVITE started a transaction"
+    );
+    server.stop_in_process();
 }

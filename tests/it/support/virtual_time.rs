@@ -38,6 +38,9 @@ pub struct VirtualClock {
     /// Standing: the time. Flowing: how far it is ahead of real time.
     ms: Arc<AtomicI64>,
     flows: bool,
+    /// Milliseconds a standing clock moves at each reading
+    /// ([`VirtualClock::ticking`]); 0 for the others.
+    tick: i64,
 }
 
 impl VirtualClock {
@@ -47,6 +50,20 @@ impl VirtualClock {
         VirtualClock {
             ms: Arc::new(AtomicI64::new(super::now_millis())),
             flows: false,
+            tick: 0,
+        }
+    }
+
+    /// Starts at the real time now and moves `step` at every reading: two
+    /// readings of any part of the service are at least `step` apart (an
+    /// inbound datagram's wait in the SIP queue, for one). Other moments
+    /// race ahead with it, so a test on it asks only what no TTL or
+    /// window decides.
+    pub fn ticking(step: Duration) -> VirtualClock {
+        VirtualClock {
+            ms: Arc::new(AtomicI64::new(super::now_millis())),
+            flows: false,
+            tick: i64::try_from(step.as_millis()).expect("a test's step fits"),
         }
     }
 
@@ -55,11 +72,12 @@ impl VirtualClock {
         VirtualClock {
             ms: Arc::new(AtomicI64::new(0)),
             flows: true,
+            tick: 0,
         }
     }
 
     pub fn now_millis(&self) -> i64 {
-        read(&self.ms, self.flows)
+        read(&self.ms, self.flows, self.tick)
     }
 
     /// How far this clock is ahead of real time: add it to a moment taken
@@ -82,13 +100,17 @@ impl VirtualClock {
     }
 
     fn clock(&self) -> Clock {
-        let (ms, flows) = (self.ms.clone(), self.flows);
-        Clock::from_fn(move || UnixMillis(read(&ms, flows)))
+        let (ms, flows, tick) = (self.ms.clone(), self.flows, self.tick);
+        Clock::from_fn(move || UnixMillis(read(&ms, flows, tick)))
     }
 }
 
-fn read(ms: &AtomicI64, flows: bool) -> i64 {
-    let v = ms.load(Ordering::SeqCst);
+fn read(ms: &AtomicI64, flows: bool, tick: i64) -> i64 {
+    let v = if tick == 0 {
+        ms.load(Ordering::SeqCst)
+    } else {
+        ms.fetch_add(tick, Ordering::SeqCst)
+    };
     if flows {
         super::now_millis() + v
     } else {
