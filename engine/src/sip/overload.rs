@@ -9,9 +9,10 @@
 //! Handling the old one answers it late, and the copy then costs a second
 //! parse, a transaction lookup and a repeated final (which the caller
 //! discards), and the caller's retransmissions cost its own CPU: a
-//! saturated server spends a third or more of its work on duplicates and
-//! answers fewer calls the more it is offered (congestion collapse).
-//! Dropping such an INVITE unparsed costs a few nanoseconds, and the
+//! saturated server that handled every copy (measured: 34,000
+//! retransmissions for 40,000 calls) answers fewer calls the more it is
+//! offered (congestion collapse). Dropping such an INVITE unparsed costs
+//! the driver a few nanoseconds, and the
 //! queue's wait stays below [`INVITE_WAIT_MAX`], so what is handled is
 //! answered (or given its 100) before the caller retransmits. A dropped
 //! INVITE is not a lost call: its caller's retransmission, which comes

@@ -6,7 +6,7 @@
 //! Not for: floods from sources no line trusts, malformed or oversized
 //! datagrams (`resilience::hostile::sip`).
 
-use crate::support::ops::metric;
+use crate::support::ops::{add_ops_listen, metric};
 use crate::support::sip::*;
 use crate::support::virtual_time::VirtualClock;
 use crate::support::*;
@@ -80,13 +80,7 @@ fn answers_keep_going_out_while_a_flood_lasts() {
 fn an_invite_that_waited_past_the_bound_is_dropped_and_counted() {
     let clock = VirtualClock::ticking(Duration::from_secs(1));
     let mut server = Server::prepare(&sip_config(&trusted_line(2, 603)));
-    let config = std::fs::read_to_string(&server.config_path).expect("config");
-    let config = config.replacen(
-        "workers = 2\n",
-        "workers = 2\nops_listen = \"127.0.0.1:0\"\n",
-        1,
-    );
-    std::fs::write(&server.config_path, config).expect("config");
+    add_ops_listen(&server, |c| c);
     server.launch_in_process(&clock);
     let sip = sip_addr(&server);
     let ops = server.ops_addr(1);

@@ -15,13 +15,7 @@ use std::time::Duration;
 /// its configuration text; returns the server and the ops address.
 pub fn start_with_ops_edited(extra: &str, edit: impl FnOnce(String) -> String) -> (Server, String) {
     let mut server = Server::prepare(extra);
-    let config = std::fs::read_to_string(&server.config_path).expect("config");
-    let config = config.replacen(
-        "workers = 2\n",
-        "workers = 2\nops_listen = \"127.0.0.1:0\"\n",
-        1,
-    );
-    std::fs::write(&server.config_path, edit(config)).expect("config");
+    add_ops_listen(&server, edit);
     server.launch();
     // The harness may learn of the READY line before it is in the logs.
     let ready = poll(Duration::from_secs(5), || {
@@ -37,6 +31,19 @@ pub fn start_with_ops_edited(extra: &str, edit: impl FnOnce(String) -> String) -
         .find_map(|p| p.strip_prefix("ops=").map(str::to_owned))
         .unwrap_or_else(|| panic!("no ops= in {ready}"));
     (server, ops)
+}
+
+/// Adds `ops_listen` on an ephemeral loopback port to the `[server]` of a
+/// [`Server::prepare`]d server's configuration, then lets `edit` change
+/// the whole text; the READY line of its start names the address.
+pub fn add_ops_listen(server: &Server, edit: impl FnOnce(String) -> String) {
+    let config = std::fs::read_to_string(&server.config_path).expect("config");
+    let config = config.replacen(
+        "workers = 2\n",
+        "workers = 2\nops_listen = \"127.0.0.1:0\"\n",
+        1,
+    );
+    std::fs::write(&server.config_path, edit(config)).expect("config");
 }
 
 /// Like [`Server::start`] with `ops_listen` on an ephemeral loopback port;
