@@ -155,12 +155,10 @@ make_ids axum "$AX_ADDR" "$DIR/axum-tls/cert.pem"
 # (key i with the id key i made; every request string built once per
 # thread), getws (a random id of IDS_FILE, each id's request built once
 # per thread with a key drawn at random, then sent in random order) or
-# prefill (creates until this thread has had QUOTA answers). Until
-# 2026-11-28 getws built each request in Lua as it was sent: wrk's work
-# per request on the two cores the servers share, which weighs more
-# against the faster server (on the same build, Dialproof's reads over
-# the working set rose from 85,000 to 103,000 a second with the requests
-# built first, axum's from 28,500 to 30,900: benches/README.md).
+# prefill (creates until this thread has had QUOTA answers). Requests
+# are built before the timed run: building one as it is sent is wrk's
+# work on the two cores the servers share, which weighs more against the
+# faster server (benches/README.md has the figures of both forms).
 cat > "$DIR/bench.lua" <<EOF
 local mode = os.getenv("MODE")
 local quota = tonumber(os.getenv("QUOTA") or "0")

@@ -9,6 +9,7 @@
 //! `dialproof_storage::StoreStats`).
 
 use super::Ops;
+use crate::shared::held_rows::{REREAD_BYTES_MAX, REREAD_COPIES_MAX};
 use crate::shared::metrics::{
     Histogram, Metrics, ReplicationMetrics, LATENCY_BUCKETS_SECONDS, ROUTES, WEBHOOK_OUTCOMES,
 };
@@ -220,7 +221,11 @@ fn reads(out: &mut String, ctx: &Ops) {
         out,
         name,
         "gauge",
-        "Of the verifications held, those a GET read from SQLite and kept for the next polls (at most 229,376, about 18 MiB).",
+        &format!(
+            "Of the verifications held, those a GET read from SQLite and kept for the next polls \
+             (at most {REREAD_COPIES_MAX}, about {} MiB).",
+            REREAD_BYTES_MAX >> 20
+        ),
     );
     sample(out, name, "", ctx.held.copies() as u64);
 }

@@ -73,11 +73,14 @@ const _: () = assert!(SHARDS == 1 << 4, "the shard index is a hash's top 4 bits"
 const NO_TEXT: u32 = u32::MAX;
 /// Text sweeps are not worth it below this many bytes of text.
 const TEXT_SWEEP_MIN: usize = 4 * 1024;
-/// Copies read from SQLite a generation holds (two a shard). 7,168 is
-/// what a hash map of 8,192 slots holds at its 7/8 load, so a generation
-/// never grows past the slots reserved for it: 401 KB of map (48 bytes a
-/// copy and a control byte a slot).
-const GENERATION_COPIES: usize = 7 * 1024;
+/// Slots of a generation's hash map, reserved once.
+const GENERATION_SLOTS: usize = 8 * 1024;
+/// Copies read from SQLite a generation holds (two a shard): what its map
+/// holds at the 7/8 load at which it would grow (7,168), so it never grows
+/// past the slots reserved for it.
+const GENERATION_COPIES: usize = GENERATION_SLOTS / 8 * 7;
+/// A map slot's bytes: a copy's key and record, and a control byte.
+const SLOT_BYTES: usize = std::mem::size_of::<(VerificationKey, CopyRecord)>() + 1;
 /// Bytes of texts (`client_ref` and `info`) a generation holds.
 const GENERATION_TEXT_BYTES: usize = 192 * 1024;
 const _: () = assert!(
@@ -89,12 +92,13 @@ const _: () = assert!(
 /// polled verifications a busy client base has, most polls of one read
 /// once from SQLite are then answered from memory.
 pub const REREAD_COPIES_MAX: usize = SHARDS * 2 * GENERATION_COPIES;
-/// The copies' bytes at most: each generation's map (8,192 slots of 49
-/// bytes) and its texts, two a shard: about 18.3 MiB. They are taken only
+/// The copies' bytes at most: each generation's map and its texts, two a
+/// shard: about 18.3 MiB. They are taken only
 /// as GETs read old verifications from SQLite; since the copies answer the
 /// polls after the first, each worker's SQLite page cache is kept small
 /// (`PAGE_CACHE_KIB` in `dialproof_storage`).
-pub const REREAD_BYTES_MAX: usize = SHARDS * 2 * (8 * 1024 * 49 + GENERATION_TEXT_BYTES);
+pub const REREAD_BYTES_MAX: usize =
+    SHARDS * 2 * (GENERATION_SLOTS * SLOT_BYTES + GENERATION_TEXT_BYTES);
 
 /// One pending, live verification.
 #[derive(Clone, Copy, Debug)]

@@ -6,6 +6,7 @@
 //! (`standby::failover`, reused).
 
 use crate::standby::failover::litestream_config;
+use crate::support::ops::add_ops_listen;
 use crate::support::webhooks::{free_port, FAST_RETRIES};
 use crate::support::*;
 use std::io::{Read, Write};
@@ -275,20 +276,15 @@ impl Node {
             replica,
         );
         let endpoints: Vec<String> = endpoints.iter().map(|e| format!("{e:?}")).collect();
-        let config = std::fs::read_to_string(&server.config_path).expect("config");
-        let config = config.replacen(
-            "workers = 2\n",
-            "workers = 2\nops_listen = \"127.0.0.1:0\"\n",
-            1,
-        );
-        let config = format!(
-            "{config}\n[ha]\nendpoints = [{}]\ncluster = \"t\"\nnode = {name:?}\nlitestream = {:?}\n\
-             litestream_config = {:?}\nmetrics_listen = \"127.0.0.1:0\"\n",
-            endpoints.join(", "),
-            crate::standby::failover::litestream().to_str().expect("utf-8"),
-            ls.to_str().expect("utf-8"),
-        );
-        std::fs::write(&server.config_path, config).expect("config");
+        add_ops_listen(&server, |config| {
+            format!(
+                "{config}\n[ha]\nendpoints = [{}]\ncluster = \"t\"\nnode = {name:?}\nlitestream = {:?}\n\
+                 litestream_config = {:?}\nmetrics_listen = \"127.0.0.1:0\"\n",
+                endpoints.join(", "),
+                crate::standby::failover::litestream().to_str().expect("utf-8"),
+                ls.to_str().expect("utf-8"),
+            )
+        });
         Node {
             server,
             name: name.to_owned(),

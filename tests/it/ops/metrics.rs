@@ -4,6 +4,7 @@
 //!
 //! Not for: the figures the metrics would show under load (`benches/`).
 
+use crate::support::ops::add_ops_listen;
 use crate::support::tools::pyenv_bin;
 use crate::support::*;
 use std::io::Write;
@@ -14,13 +15,7 @@ use std::process::Command;
 /// A server with `ops_listen` on an ephemeral loopback port, and its address.
 fn start(extra: &str) -> (Server, SocketAddr) {
     let mut server = Server::prepare(extra);
-    let config = std::fs::read_to_string(&server.config_path).expect("config");
-    let config = config.replacen(
-        "workers = 2\n",
-        "workers = 2\nops_listen = \"127.0.0.1:0\"\n",
-        1,
-    );
-    std::fs::write(&server.config_path, config).expect("config");
+    add_ops_listen(&server, |c| c);
     server.launch();
     let ops = server.ops_addr(1);
     (server, ops)

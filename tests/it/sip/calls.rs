@@ -346,14 +346,11 @@ fn options_get_200_and_garbage_is_dropped() {
         "{text}"
     );
     // Nothing else comes back: no answer to any of the garbage.
-    sock.set_read_timeout(Some(Duration::from_millis(500)))
-        .unwrap();
-    if let Ok((n, _)) = sock.recv_from(&mut buf) {
-        panic!(
-            "an answer besides the OPTIONS 200: {}",
-            String::from_utf8_lossy(&buf[..n])
-        );
-    }
+    assert_nothing_more(
+        &sock,
+        Duration::from_millis(500),
+        "an answer besides the OPTIONS 200",
+    );
     // Dropped and counted: the SIP counters logged at shutdown show the
     // three malformed datagrams (and no INVITE).
     let mut server = s.server;

@@ -6,6 +6,7 @@
 //!
 //! Not for: the failover itself (`standby::failover`).
 
+use crate::support::ops::add_ops_listen;
 use crate::support::*;
 use serde_json::Value;
 use std::path::Path;
@@ -34,17 +35,6 @@ fn gauge(server: &Server, start: usize, name: &str) -> f64 {
         .expect("a number")
 }
 
-/// Adds `ops_listen` on an ephemeral loopback port to a prepared server.
-fn with_ops_listener(s: &Server) {
-    let config = std::fs::read_to_string(&s.config_path).expect("config");
-    let config = config.replacen(
-        "workers = 2\n",
-        "workers = 2\nops_listen = \"127.0.0.1:0\"\n",
-        1,
-    );
-    std::fs::write(&s.config_path, config).expect("config");
-}
-
 /// Moves every stored moment `ms` into the past (a stopped server's file).
 fn move_back(db: &Path, ms: i64) {
     let db = rusqlite::Connection::open(db).expect("db");
@@ -68,7 +58,7 @@ fn now_seconds() -> f64 {
 #[test]
 fn the_heartbeat_and_the_hold_show_and_the_hold_ends() {
     let mut s = Server::prepare(&format!("replication = \"litestream\"\n\n{}", pools(20, 0)));
-    with_ops_listener(&s);
+    add_ops_listen(&s, |c| c);
     s.launch();
     let token = s.new_client("acme");
     let created: Vec<Value> = (0..5)

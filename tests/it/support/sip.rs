@@ -370,3 +370,13 @@ pub fn sim_call_with(server: &Server, args: &[&str]) -> Output {
         .output()
         .expect("running dialproof-sim")
 }
+
+/// Fails if `sock` receives anything within `wait`: `what` names the
+/// datagram that must not come.
+pub fn assert_nothing_more(sock: &UdpSocket, wait: Duration, what: &str) {
+    sock.set_read_timeout(Some(wait)).expect("read timeout");
+    let mut buf = vec![0u8; 65_536];
+    if let Ok((n, _)) = sock.recv_from(&mut buf) {
+        panic!("{what}: {}", String::from_utf8_lossy(&buf[..n]));
+    }
+}
