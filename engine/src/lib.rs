@@ -28,7 +28,8 @@
 //! and [`number_map`] (what it keeps per number, packed),
 //! [`ha`] (automatic failover: campaign, lease renewal, fence, promotion),
 //! [`e164`] (a number in one word), [`guided_search`] (searching sorted
-//! keys that are spread evenly), [`ids`], [`apikey`] and [`csrf`]
+//! keys that are spread evenly), [`word_hash`] (hashing the service's own
+//! numbers and ids), [`ids`], [`apikey`] and [`csrf`]
 //! (tokens), [`webhook`], [`webhook_retry`] and [`webhook_schedule`] (payload, signature, retries,
 //! which delivery goes to which receiver next), [`dev_urls`], and [`sip`].
 //! The cargo-fuzz targets of the SIP edge, the HTTP head and the create body
@@ -68,6 +69,7 @@ pub mod verification_start;
 pub mod webhook;
 pub mod webhook_retry;
 pub mod webhook_schedule;
+pub mod word_hash;
 
 /// A company's row id. Every resource is scoped to one company.
 pub type CompanyId = i64;

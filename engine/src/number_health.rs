@@ -23,6 +23,16 @@
 //! rings and ends its run. Leases that end by a cancel or a line failure
 //! tell nothing and leave the run as it is.
 //!
+//! Memory keeps, per number, only what the rule reads: the run, whether an
+//! INVITE came during the current lease, and whether it is quarantined
+//! (4 bytes). The lifetime counts (`dialproof number health` shows them)
+//! live in the database: this machine counts what changed since the
+//! caller last took the changes ([`NumberHealth::take_changes`]), the
+//! caller adds them to the stored row and gives back what it could not
+//! store ([`NumberHealth::put_back`]). With every count in memory a number
+//! took 40 bytes; at 600,000 numbers, each leased once since the start,
+//! that was 24 MB.
+//!
 //! Not for: withholding a quarantined number (the lease table is rebuilt
 //! without it), storing the quarantine, or logging; the caller does those
 //! with what [`NumberHealth::on_end`] returns.
@@ -31,6 +41,7 @@ use crate::e164::PackedNumber;
 use crate::number_map::NumberMap;
 use crate::pool::Pool;
 use crate::time::UnixMillis;
+use crate::word_hash::BuildWordHasher;
 use std::collections::{HashMap, VecDeque};
 
 /// A healthy pool's false quarantines a day stay under this.
@@ -61,17 +72,31 @@ pub enum Ending {
     Neutral,
 }
 
-/// One number's counters, as `dialproof number health` shows them.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Counters {
-    pub leases: u64,
-    pub completed: u64,
-    pub expired_uncalled: u64,
-    pub stray_calls: u64,
+/// One number's counts since the changes were last taken, which the
+/// caller adds to its stored row, and its run as of the take, which
+/// replaces the stored one. Counts saturate at `u32::MAX` (a number is
+/// not leased four billion times between two takes).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Change {
+    pub leases: u32,
+    pub completed: u32,
+    pub expired_uncalled: u32,
+    pub stray_calls: u32,
+    /// The latest completion among the counted ones.
     pub last_completion: Option<UnixMillis>,
-    /// Leases in a row that expired without an INVITE.
+    /// Leases in a row that expired without an INVITE, now.
     pub uncalled_in_a_row: u32,
-    pub quarantined_since: Option<UnixMillis>,
+}
+
+impl Change {
+    /// Adds `other`'s counts; the later completion stays.
+    fn add(&mut self, other: &Change) {
+        self.leases = self.leases.saturating_add(other.leases);
+        self.completed = self.completed.saturating_add(other.completed);
+        self.expired_uncalled = self.expired_uncalled.saturating_add(other.expired_uncalled);
+        self.stray_calls = self.stray_calls.saturating_add(other.stray_calls);
+        self.last_completion = self.last_completion.max(other.last_completion);
+    }
 }
 
 /// A pool's current rule: p, the daily lease rate and K (`None`: no
@@ -92,142 +117,41 @@ pub struct Quarantined {
     pub threshold: Threshold,
 }
 
-/// One number's counters, packed: 32 bytes (40 with its number as a map
-/// entry), against 80 for [`Counters`] and the flag. Every number ever
-/// leased has one, so at a million numbers the difference is tens of
-/// megabytes. Counts are `u32` (four billion leases of one number is past
-/// any service's life) and saturate; moments are [`Moment`]s. The
-/// alignment is 4 (no `u64` field), so the entry beside an 8-byte number
-/// has no padding.
-#[derive(Clone, Copy)]
-struct Number {
-    leases: u32,
-    completed: u32,
-    expired_uncalled: u32,
-    stray_calls: u32,
-    /// Leases in a row that expired without an INVITE (the low 31 bits,
-    /// saturating at [`RUN_MAX`]) and, in [`INVITED`], whether an INVITE
-    /// arrived during the current lease: one word, so the moments fit.
-    run: u32,
-    last_completion: Moment,
-    quarantined_since: Moment,
-}
+/// What memory keeps of one number, in one word (12 bytes with its number
+/// in the map): whether an INVITE arrived during the current lease
+/// ([`INVITED`]), whether it is quarantined ([`QUARANTINED`]), and in the
+/// low bits the leases in a row that expired without an INVITE,
+/// saturating at [`RUN_MAX`]. The default is a number before its first
+/// event: no run, no INVITE, not quarantined.
+#[derive(Clone, Copy, Default)]
+struct Number(u32);
 
-// The sizes the memory figures rest on, checked when compiling: before,
-// a `String` key and unpacked counters took 104 bytes plus the key's heap
-// block, then 48 with 64-bit moments.
-const _: () = assert!(std::mem::size_of::<Number>() == 32);
-const _: () = assert!(std::mem::size_of::<(PackedNumber, Number)>() == 40);
+// The size the memory figures rest on, checked when compiling.
+const _: () = assert!(std::mem::size_of::<Number>() == 4);
 
-/// [`Number::run`]'s flag: an INVITE arrived during the current lease.
+/// [`Number`]'s flag: an INVITE arrived during the current lease.
 const INVITED: u32 = 1 << 31;
-/// Most leases in a row [`Number::run`] counts (two billion uncalled
-/// leases in a row is past any service's life).
-const RUN_MAX: u32 = INVITED - 1;
-
-/// A moment in 48 bits: its milliseconds, two's complement, as three
-/// `u16` so that [`Number`] keeps an alignment of 4. Moments within about
-/// 4,460 years of 1970 are exact; one beyond (only a corrupt stored row
-/// could hold one) is clamped to the edge of that range.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-struct Moment([u16; 3]);
-
-/// The largest millisecond count a [`Moment`] holds exactly either side of
-/// 1970; the 48-bit minimum, one below its negation, is [`Moment::NONE`].
-const MOMENT_MAX: i64 = (1 << 47) - 1;
-
-impl Moment {
-    /// No moment: the one 48-bit value [`Moment::pack`] never makes.
-    const NONE: Moment = Moment::raw(-MOMENT_MAX - 1);
-
-    const fn raw(millis: i64) -> Moment {
-        // Two's complement: the low 48 bits, which `get` sign-extends.
-        let bits = millis as u64;
-        Moment([bits as u16, (bits >> 16) as u16, (bits >> 32) as u16])
-    }
-
-    fn pack(at: Option<UnixMillis>) -> Moment {
-        at.map_or(Moment::NONE, |at| {
-            Moment::raw(at.0.clamp(-MOMENT_MAX, MOMENT_MAX))
-        })
-    }
-
-    fn get(self) -> Option<UnixMillis> {
-        if self == Moment::NONE {
-            return None;
-        }
-        let [low, middle, high] = self.0.map(u64::from);
-        let bits = low | middle << 16 | high << 32;
-        // Shift the 48 bits to the top and back: arithmetic, so the sign
-        // comes back.
-        Some(UnixMillis(((bits << 16) as i64) >> 16))
-    }
-}
-
-fn packed_count(count: u64) -> u32 {
-    u32::try_from(count).unwrap_or(u32::MAX)
-}
-
-/// A number before its first event: nothing counted, no moments.
-impl Default for Number {
-    fn default() -> Number {
-        Number {
-            leases: 0,
-            completed: 0,
-            expired_uncalled: 0,
-            stray_calls: 0,
-            run: 0,
-            last_completion: Moment::NONE,
-            quarantined_since: Moment::NONE,
-        }
-    }
-}
+/// [`Number`]'s flag: quarantined.
+const QUARANTINED: u32 = 1 << 30;
+/// Most leases in a row a [`Number`] counts (a billion uncalled leases in
+/// a row is past any service's life).
+const RUN_MAX: u32 = QUARANTINED - 1;
 
 impl Number {
-    fn restore(&mut self, c: &Counters) {
-        self.leases = packed_count(c.leases);
-        self.completed = packed_count(c.completed);
-        self.expired_uncalled = packed_count(c.expired_uncalled);
-        self.stray_calls = packed_count(c.stray_calls);
-        self.set_uncalled_in_a_row(c.uncalled_in_a_row);
-        self.last_completion = Moment::pack(c.last_completion);
-        self.quarantined_since = Moment::pack(c.quarantined_since);
-    }
-
-    fn counters(&self) -> Counters {
-        Counters {
-            leases: u64::from(self.leases),
-            completed: u64::from(self.completed),
-            expired_uncalled: u64::from(self.expired_uncalled),
-            stray_calls: u64::from(self.stray_calls),
-            last_completion: self.last_completion.get(),
-            uncalled_in_a_row: self.uncalled_in_a_row(),
-            quarantined_since: self.quarantined_since.get(),
-        }
-    }
-
-    fn quarantined(&self) -> bool {
-        self.quarantined_since != Moment::NONE
-    }
-
-    fn uncalled_in_a_row(&self) -> u32 {
-        self.run & RUN_MAX
+    fn uncalled_in_a_row(self) -> u32 {
+        self.0 & RUN_MAX
     }
 
     fn set_uncalled_in_a_row(&mut self, run: u32) {
-        self.run = (self.run & INVITED) | run.min(RUN_MAX);
+        self.0 = (self.0 & !RUN_MAX) | run.min(RUN_MAX);
     }
 
-    fn invited(&self) -> bool {
-        self.run & INVITED != 0
+    fn flag(self, flag: u32) -> bool {
+        self.0 & flag != 0
     }
 
-    fn set_invited(&mut self, invited: bool) {
-        self.run = if invited {
-            self.run | INVITED
-        } else {
-            self.run & RUN_MAX
-        };
+    fn set_flag(&mut self, flag: u32, on: bool) {
+        self.0 = if on { self.0 | flag } else { self.0 & !flag };
     }
 }
 
@@ -298,16 +222,19 @@ impl PoolWindow {
     }
 }
 
-/// The health of every number that was leased or called since the start
-/// (or restored as quarantined), and each pool's window. A number enters
-/// on its first event, so a million configured numbers cost nothing until
-/// used; then its packed number and counters: a 40-byte entry in a
-/// [`NumberMap`], a few bytes more a number with the map's slack.
-/// Numbers are `+` and digits ([`PackedNumber`]): the API takes their text,
-/// as its callers hold it.
+/// The state of every number that was leased or called since the start
+/// (or restored with a run or a quarantine), the counts changed since the
+/// last take, and each pool's window. A number enters on its first event,
+/// so a million configured numbers cost nothing until used; then its
+/// packed number and [`Number`]: 12 bytes in a [`NumberMap`], a few more
+/// with the map's slack. Numbers are `+` and digits ([`PackedNumber`]):
+/// the API takes their text, as its callers hold it.
 #[derive(Default)]
 pub struct NumberHealth {
     numbers: NumberMap<Number>,
+    /// The numbers with an event since the last take, and its counts
+    /// (bounded by the numbers leased or called between two takes).
+    changed: HashMap<PackedNumber, Change, BuildWordHasher>,
     pools: HashMap<Pool, PoolWindow>,
 }
 
@@ -326,12 +253,17 @@ pub fn k_for(p: f64, leases_per_day: f64) -> Option<u32> {
     (k <= f64::from(K_MAX)).then(|| (k as u32).max(K_MIN))
 }
 
-/// `number`'s entry, made on its first event. Every number the service
-/// leases or answers is `+` and digits (the lease table holds nothing
-/// else); any other text has no entry and its events count nowhere.
-fn entry<'a>(numbers: &'a mut NumberMap<Number>, number: &str) -> Option<&'a mut Number> {
+/// `number`'s state and its changes since the last take, both made on its
+/// first event. Every number the service leases or answers is `+` and
+/// digits (the lease table holds nothing else); any other text has no
+/// entry and its events count nowhere.
+fn entry<'a>(
+    numbers: &'a mut NumberMap<Number>,
+    changed: &'a mut HashMap<PackedNumber, Change, BuildWordHasher>,
+    number: &str,
+) -> Option<(&'a mut Number, &'a mut Change)> {
     let packed = PackedNumber::parse(number)?;
-    Some(numbers.entry(packed))
+    Some((numbers.entry(packed), changed.entry(packed).or_default()))
 }
 
 impl NumberHealth {
@@ -339,18 +271,31 @@ impl NumberHealth {
         Self::default()
     }
 
-    /// A number's counters as stored before a restart.
-    pub fn restore(&mut self, number: &str, counters: Counters) {
-        if let Some(n) = entry(&mut self.numbers, number) {
-            n.restore(&counters);
+    /// The state stored before a restart: each number's run and whether it
+    /// is quarantined, in any order. A number with neither needs no entry
+    /// (it is one before its first event). Nothing restored is a change.
+    pub fn restored(numbers: impl IntoIterator<Item = (PackedNumber, u32, bool)>) -> Self {
+        let entries = numbers
+            .into_iter()
+            .map(|(packed, run, quarantined)| {
+                let mut n = Number::default();
+                n.set_uncalled_in_a_row(run);
+                n.set_flag(QUARANTINED, quarantined);
+                (packed, n)
+            })
+            .collect();
+        NumberHealth {
+            numbers: NumberMap::from_entries(entries),
+            ..Self::default()
         }
     }
 
     /// `number` of `pool` was leased at `now`.
     pub fn on_lease(&mut self, number: &str, pool: Pool, now: UnixMillis) {
-        if let Some(n) = entry(&mut self.numbers, number) {
-            n.leases = n.leases.saturating_add(1);
-            n.set_invited(false);
+        if let Some((n, change)) = entry(&mut self.numbers, &mut self.changed, number) {
+            change.leases = change.leases.saturating_add(1);
+            n.set_flag(INVITED, false);
+            change.uncalled_in_a_row = n.uncalled_in_a_row();
         }
         let window = self.pools.entry(pool).or_default();
         window.issue(now);
@@ -359,15 +304,16 @@ impl NumberHealth {
 
     /// An INVITE for `number`, which was `leased` or not when it came.
     pub fn on_invite(&mut self, number: &str, leased: bool) {
-        let Some(n) = entry(&mut self.numbers, number) else {
+        let Some((n, change)) = entry(&mut self.numbers, &mut self.changed, number) else {
             return;
         };
         if leased {
-            n.set_invited(true);
+            n.set_flag(INVITED, true);
         } else {
-            n.stray_calls = n.stray_calls.saturating_add(1);
+            change.stray_calls = change.stray_calls.saturating_add(1);
         }
         n.set_uncalled_in_a_row(0);
+        change.uncalled_in_a_row = 0;
     }
 
     /// A lease of `number` of `pool` ended; returns the quarantine it
@@ -379,21 +325,22 @@ impl NumberHealth {
         ending: Ending,
         now: UnixMillis,
     ) -> Option<Quarantined> {
-        let n = entry(&mut self.numbers, number)?;
-        match ending {
-            Ending::Neutral => return None,
-            Ending::Completed => {
-                n.completed = n.completed.saturating_add(1);
-                n.last_completion = Moment::pack(Some(now));
-                n.set_uncalled_in_a_row(0);
-            }
-            Ending::Expired if n.invited() => n.set_uncalled_in_a_row(0),
-            Ending::Expired => {
-                n.expired_uncalled = n.expired_uncalled.saturating_add(1);
-                n.set_uncalled_in_a_row(n.uncalled_in_a_row().saturating_add(1));
-            }
+        if ending == Ending::Neutral {
+            return None;
         }
-        let (run, quarantined) = (n.uncalled_in_a_row(), n.quarantined());
+        let (n, change) = entry(&mut self.numbers, &mut self.changed, number)?;
+        if ending == Ending::Completed {
+            change.completed = change.completed.saturating_add(1);
+            change.last_completion = change.last_completion.max(Some(now));
+            n.set_uncalled_in_a_row(0);
+        } else if n.flag(INVITED) {
+            n.set_uncalled_in_a_row(0);
+        } else {
+            change.expired_uncalled = change.expired_uncalled.saturating_add(1);
+            n.set_uncalled_in_a_row(n.uncalled_in_a_row().saturating_add(1));
+        }
+        let (run, quarantined) = (n.uncalled_in_a_row(), n.flag(QUARANTINED));
+        change.uncalled_in_a_row = run;
         self.pools
             .entry(pool)
             .or_default()
@@ -405,7 +352,8 @@ impl NumberHealth {
         if threshold.k.is_none_or(|k| run < k) {
             return None;
         }
-        entry(&mut self.numbers, number)?.quarantined_since = Moment::pack(Some(now));
+        let packed = PackedNumber::parse(number)?;
+        self.numbers.entry(packed).set_flag(QUARANTINED, true);
         Some(Quarantined {
             number: number.to_owned(),
             pool,
@@ -436,30 +384,50 @@ impl NumberHealth {
     }
 
     /// Ends a quarantine (the operator's `number release`); its run starts
-    /// again from zero. False if it was not quarantined.
+    /// again from zero, which is a change to store. False if it was not
+    /// quarantined.
     pub fn release(&mut self, number: &str) -> bool {
-        let Some(n) = PackedNumber::parse(number).and_then(|p| self.numbers.get_mut(p)) else {
+        let Some(packed) = PackedNumber::parse(number) else {
             return false;
         };
+        let Some(n) = self.numbers.get_mut(packed) else {
+            return false;
+        };
+        let was = n.flag(QUARANTINED);
+        n.set_flag(QUARANTINED, false);
         n.set_uncalled_in_a_row(0);
-        std::mem::replace(&mut n.quarantined_since, Moment::NONE) != Moment::NONE
+        self.changed.entry(packed).or_default().uncalled_in_a_row = 0;
+        was
     }
 
-    pub fn counters(&self, number: &str) -> Option<Counters> {
-        let packed = PackedNumber::parse(number)?;
-        self.numbers.get(packed).map(Number::counters)
+    /// Every number with an event since the last take, with its counts
+    /// since then and its run now (each event notes the run it left); the
+    /// counts start again from zero.
+    pub fn take_changes(&mut self) -> Vec<(PackedNumber, Change)> {
+        // Taken, not drained: a drained map keeps its peak's buckets, and
+        // a burst of leases between two takes would keep them for good.
+        std::mem::take(&mut self.changed).into_iter().collect()
     }
 
-    /// Every number seen, with its counters, in no particular order.
-    pub fn iter(&self) -> impl Iterator<Item = (PackedNumber, Counters)> + '_ {
-        self.numbers.iter().map(|(k, n)| (k, n.counters()))
+    /// Taken changes the caller could not store: their counts are added
+    /// to the ones counted since, to be taken again, with the run now.
+    pub fn put_back(&mut self, changes: Vec<(PackedNumber, Change)>) {
+        for (packed, change) in changes {
+            let run = self
+                .numbers
+                .get(packed)
+                .map_or(0, |n| n.uncalled_in_a_row());
+            let kept = self.changed.entry(packed).or_default();
+            kept.add(&change);
+            kept.uncalled_in_a_row = run;
+        }
     }
 
     /// The quarantined numbers.
     pub fn quarantined(&self) -> impl Iterator<Item = PackedNumber> + '_ {
         self.numbers
             .iter()
-            .filter(|(_, n)| n.quarantined())
+            .filter(|(_, n)| n.flag(QUARANTINED))
             .map(|(k, _)| k)
     }
 }

@@ -64,10 +64,21 @@ fn a_dead_number_is_quarantined_after_k_uncalled_leases_and_released() {
     assert!((round + 1) * 4 >= ENDED_LEASES_MIN, "round {round}");
     let quarantined: Vec<String> = h.quarantined().map(|n| n.to_string()).collect();
     assert_eq!(quarantined, vec![dead.clone()]);
+    let before = changes(&mut h)[&dead];
+    assert_eq!(before.uncalled_in_a_row, before.expired_uncalled);
     assert!(h.release(&dead));
     assert_eq!(h.quarantined().count(), 0);
-    assert_eq!(h.counters(&dead).unwrap().uncalled_in_a_row, 0);
+    // The release is a change: the run, now zero, is to be stored.
+    assert_eq!(changes(&mut h)[&dead], Change::default());
     assert!(!h.release(&dead), "releasing twice is a no-op");
+}
+
+/// The changes taken now, by number's text.
+fn changes(h: &mut NumberHealth) -> HashMap<String, Change> {
+    h.take_changes()
+        .into_iter()
+        .map(|(n, c)| (n.to_string(), c))
+        .collect()
 }
 
 #[test]
@@ -80,113 +91,87 @@ fn any_invite_proves_the_number_rings() {
     // Called (a withheld caller, say) but not completed: not uncalled.
     h.on_invite(n, true);
     h.on_end(n, D, Ending::Expired, T0);
-    let c = h.counters(n).unwrap();
-    assert_eq!((c.expired_uncalled, c.uncalled_in_a_row), (1, 0));
+    let c = changes(&mut h)[n];
+    assert_eq!(
+        (c.leases, c.expired_uncalled, c.uncalled_in_a_row),
+        (2, 1, 0)
+    );
     h.on_lease(n, D, T0);
     h.on_end(n, D, Ending::Expired, T0);
+    assert_eq!(changes(&mut h)[n].uncalled_in_a_row, 1);
     h.on_invite(n, false);
-    let c = h.counters(n).unwrap();
+    let c = changes(&mut h)[n];
     assert_eq!((c.stray_calls, c.uncalled_in_a_row), (1, 0));
     // Cancels and line failures tell nothing.
     h.on_lease(n, D, T0);
     h.on_end(n, D, Ending::Neutral, T0);
-    assert_eq!(h.counters(n).unwrap().leases, 4);
-    assert_eq!(h.counters(n).unwrap().expired_uncalled, 2);
+    let c = changes(&mut h)[n];
+    assert_eq!((c.leases, c.expired_uncalled), (1, 0));
 }
 
 #[test]
-fn a_moment_keeps_its_milliseconds_within_its_range_and_clamps_beyond() {
-    for millis in [
-        0,
-        1,
-        -1,
-        T0.0,
-        1_798_761_600_123, // 2027-01-01T00:00:00.123Z
-        MOMENT_MAX,
-        -MOMENT_MAX,
-    ] {
-        let at = Some(UnixMillis(millis));
-        assert_eq!(Moment::pack(at).get(), at, "{millis} ms");
-    }
-    assert_eq!(Moment::pack(None).get(), None);
-    assert_eq!(Moment::pack(None), Moment::NONE);
-    // Beyond the 48 bits (only a corrupt stored row): the nearest edge,
-    // never "no moment".
-    for (millis, edge) in [
-        (i64::MAX, MOMENT_MAX),
-        (MOMENT_MAX + 1, MOMENT_MAX),
-        (i64::MIN, -MOMENT_MAX),
-        (-MOMENT_MAX - 1, -MOMENT_MAX),
-    ] {
-        assert_eq!(
-            Moment::pack(Some(UnixMillis(millis))).get(),
-            Some(UnixMillis(edge)),
-            "{millis} ms"
-        );
-    }
-}
-
-#[test]
-fn the_run_and_the_invite_flag_share_a_word_without_touching_each_other() {
+fn the_run_and_the_two_flags_share_a_word_without_touching_each_other() {
     let mut n = Number::default();
-    n.set_invited(true);
+    n.set_flag(INVITED, true);
     n.set_uncalled_in_a_row(5);
-    assert_eq!((n.invited(), n.uncalled_in_a_row()), (true, 5));
-    n.set_invited(false);
-    assert_eq!((n.invited(), n.uncalled_in_a_row()), (false, 5));
+    n.set_flag(QUARANTINED, true);
+    let read = |n: Number| (n.flag(INVITED), n.flag(QUARANTINED), n.uncalled_in_a_row());
+    assert_eq!(read(n), (true, true, 5));
+    n.set_flag(INVITED, false);
+    assert_eq!(read(n), (false, true, 5));
     n.set_uncalled_in_a_row(u32::MAX);
-    assert_eq!(n.uncalled_in_a_row(), RUN_MAX, "a run saturates");
-    assert!(!n.invited(), "a saturated run does not set the flag");
-    n.set_invited(true);
+    assert_eq!(read(n), (false, true, RUN_MAX), "a run saturates");
+    n.set_flag(QUARANTINED, false);
+    n.set_flag(INVITED, true);
     n.set_uncalled_in_a_row(0);
-    assert_eq!((n.invited(), n.uncalled_in_a_row()), (true, 0));
-    // Restored counters beyond the run's range come back saturated.
-    let mut h = NumberHealth::new();
-    let restored = Counters {
-        uncalled_in_a_row: u32::MAX,
-        ..Counters::default()
-    };
-    h.restore("+74951234567", restored);
-    let back = h.counters("+74951234567").unwrap();
-    assert_eq!(back.uncalled_in_a_row, RUN_MAX);
+    assert_eq!(read(n), (true, false, 0));
+    // A stored run beyond the word's range comes back saturated.
+    let big = PackedNumber::parse("+74951234567").expect("a number");
+    let mut h = NumberHealth::restored([(big, u32::MAX, false)]);
+    h.on_lease("+74951234567", D, T0);
+    assert_eq!(changes(&mut h)["+74951234567"].uncalled_in_a_row, RUN_MAX);
 }
 
 #[test]
-fn counters_come_back_as_they_were_restored() {
-    let mut h = NumberHealth::new();
-    let restored = Counters {
-        leases: 7,
-        completed: 3,
-        expired_uncalled: 4,
-        stray_calls: 1,
-        last_completion: Some(T0),
-        uncalled_in_a_row: 2,
-        quarantined_since: None,
-    };
-    h.restore("+74951234567", restored.clone());
-    assert_eq!(h.counters("+74951234567"), Some(restored));
-    let huge = Counters {
-        leases: u64::MAX,
-        last_completion: None,
-        quarantined_since: Some(UnixMillis(0)),
-        ..Counters::default()
-    };
-    h.restore("+74951234568", huge);
-    let back = h.counters("+74951234568").unwrap();
-    assert_eq!(back.leases, u64::from(u32::MAX), "a count saturates");
-    assert_eq!(back.quarantined_since, Some(UnixMillis(0)));
+fn the_restored_state_is_no_change_and_counts_not_stored_come_back() {
+    let packed = |text: &str| PackedNumber::parse(text).expect("a number");
+    let (a, b) = ("+74951234567", "+74951234568");
+    let mut h = NumberHealth::restored([(packed(a), 2, false), (packed(b), 0, true)]);
+    assert!(h.take_changes().is_empty(), "restoring changes nothing");
+    let quarantined: Vec<String> = h.quarantined().map(|n| n.to_string()).collect();
+    assert_eq!(quarantined, vec![b.to_owned()]);
+    // The restored run goes on.
+    h.on_lease(a, D, T0);
+    h.on_end(a, D, Ending::Expired, T0);
+    let taken = h.take_changes();
+    assert_eq!(
+        taken,
+        vec![(
+            packed(a),
+            Change {
+                leases: 1,
+                expired_uncalled: 1,
+                uncalled_in_a_row: 3,
+                ..Change::default()
+            }
+        )]
+    );
+    // Not stored: given back, then added to what came since; the later
+    // completion stays.
+    let later = UnixMillis(T0.0 + 5_000);
+    h.on_lease(a, D, later);
+    h.on_invite(a, true);
+    h.on_end(a, D, Ending::Completed, later);
+    h.put_back(taken);
+    let c = changes(&mut h)[a];
+    assert_eq!((c.leases, c.completed, c.expired_uncalled), (2, 1, 1));
+    assert_eq!((c.last_completion, c.uncalled_in_a_row), (Some(later), 0));
+    // Taken and stored: nothing more to take.
+    assert!(h.take_changes().is_empty());
     // Not a number the service leases: nothing is kept for it.
     h.on_lease("sip:someone", D, T0);
-    assert_eq!(h.counters("sip:someone"), None);
-    assert_eq!(h.iter().count(), 2);
-    // A number's first lease: counted, with no moments yet.
-    h.on_lease("+74950000009", D, T0);
-    let fresh = h.counters("+74950000009").unwrap();
-    assert_eq!(
-        (fresh.leases, fresh.last_completion, fresh.quarantined_since),
-        (1, None, None)
-    );
-    assert_eq!(h.quarantined().count(), 1, "only the restored one");
+    h.on_invite("sip:someone", false);
+    assert!(h.take_changes().is_empty());
 }
 
 #[test]

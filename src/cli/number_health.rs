@@ -1,5 +1,6 @@
 //! `number health` and `number release`: what the service counted for each
-//! number (it stores its counters every second) and the end of a
+//! number (it adds what it counted to the stored counters about every
+//! second) and the end of a
 //! quarantine (the running service notices the deleted row within a second
 //! and issues the number again).
 //!

@@ -23,7 +23,6 @@ use crate::shared::clock::Clock;
 use crate::shared::config::{Config, ReplicationMode};
 use crate::shared::idempotency::IdempotencyKeys;
 use crate::shared::key_cache::KeyCache;
-use crate::shared::key_uses::KeyUses;
 use crate::shared::leases::{build_table, Leases};
 use crate::shared::number_health::NumberHealth;
 use crate::shared::offload::Offload;
@@ -193,7 +192,7 @@ impl Running {
         } = self;
         announce_ready(&app, &config, &listeners, workers, numbers_total)?;
         control_loop(&app, config_path.as_deref(), &hup, &mut held);
-        stop(&config, listeners, &store, &app.key_uses);
+        stop(&config, listeners, &store, &app);
         if consumer.join().is_err() {
             tracing::error!("the commit consumer panicked");
         }
@@ -228,11 +227,11 @@ fn open_store(config: &Config) -> Result<(Store, CommitReceiver)> {
     Ok((store, commits))
 }
 
-/// Number health as stored: the counters and the quarantines, which the
-/// lease table withholds from the start.
+/// Number health as stored: the numbers' runs and the quarantines, which
+/// the lease table withholds from the start.
 fn restored_health(store: &Store) -> Result<NumberHealth> {
     let read = store.read_within(Duration::from_secs(30), |r| {
-        Ok((r.number_health()?, r.number_quarantines()?))
+        Ok((r.number_runs()?, r.number_quarantines()?))
     });
     match read {
         Outcome::Done((rows, quarantines)) => Ok(NumberHealth::restored(rows, quarantines)),
@@ -397,9 +396,10 @@ fn announce_ready(
 }
 
 /// A graceful stop, in order: the web listeners drain, the SIP lines
-/// unregister, the writer commits what it holds. The commit consumer ends
-/// after the writer's last batch.
-fn stop(config: &Config, listeners: Listeners, store: &Store, key_uses: &KeyUses) {
+/// unregister, keys' last uses and number health's counts since the last
+/// tick are written, the writer commits what it holds. The commit consumer
+/// ends after the writer's last batch.
+fn stop(config: &Config, listeners: Listeners, store: &Store, app: &App) {
     let web: Vec<_> = std::iter::once(listeners.https)
         .chain(listeners.http)
         .collect();
@@ -409,7 +409,8 @@ fn stop(config: &Config, listeners: Listeners, store: &Store, key_uses: &KeyUses
         sip.join();
     }
     // After the last request: every use it noted goes with the final write.
-    let keys = key_uses.flush(store);
+    let keys = app.key_uses.flush(store);
+    app.health.sync(store);
     tracing::info!(keys_last_used = keys, "stopping: draining the writer");
     store.shutdown();
 }

@@ -56,10 +56,10 @@ use dialproof_engine::e164::PackedNumber;
 use dialproof_engine::guided_search;
 use dialproof_engine::ids::{VerificationKey, VERIFICATION_ID_LEN};
 use dialproof_engine::verification::Status;
+use dialproof_engine::word_hash::BuildWordHasher;
 use dialproof_storage::{Owner, VerificationRow, VerificationView};
 use parking_lot::RwLock;
 use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
 
 /// Most bytes of records and text held, over all shards (about what the
 /// 16,384 rendered bodies held before took). The copies read from SQLite
@@ -135,7 +135,10 @@ struct Shard {
 /// being the map's) and the texts its records point to.
 #[derive(Default)]
 struct Generation {
-    copies: HashMap<VerificationKey, CopyRecord, BuildHasherDefault<KeyHasher>>,
+    /// Hashed by multiplying (only ids of existing verifications are
+    /// held; no client chooses them), mixed differently from the shard
+    /// index, which takes the top bits of the same random half.
+    copies: HashMap<VerificationKey, CopyRecord, BuildWordHasher>,
     text: Vec<u8>,
 }
 
@@ -173,32 +176,6 @@ impl CopyRecord {
             text: self.text,
             gone: false,
         }
-    }
-}
-
-/// Hashes a [`VerificationKey`] (its two `u64` halves) by multiplying:
-/// 80 of its bits are random, drawn by this service, and only keys of
-/// verifications that exist are ever held, so no client can choose keys
-/// that collide. Mixed differently from the shard index, which takes the
-/// top bits of the same random half.
-#[derive(Default)]
-struct KeyHasher(u64);
-
-impl Hasher for KeyHasher {
-    fn write_u64(&mut self, half: u64) {
-        self.0 = (self.0.rotate_left(23) ^ half).wrapping_mul(0xff51_afd7_ed55_8ccd);
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut word = [0u8; 8];
-            word[..chunk.len()].copy_from_slice(chunk);
-            self.write_u64(u64::from_le_bytes(word));
-        }
-    }
-
-    fn finish(&self) -> u64 {
-        self.0 ^ (self.0 >> 29)
     }
 }
 

@@ -94,7 +94,7 @@ pub use deliveries::{
 pub use error::StorageError;
 pub use failpoints::{FailPoints, FAIL_POINT_NAMES};
 pub use idempotency::{Inserted, KeyedCreate, StoredKey, PURGE_BATCH_MAX};
-pub use number_health::{NumberHealthRow, Quarantine};
+pub use number_health::{NumberHealthChange, NumberHealthRow, NumberRun, Quarantine};
 pub use ops::{Reply, WriteOp};
 pub use reader::{PendingLease, Reader, Undelivered, DUE_DELIVERIES_LIMIT_MAX};
 pub use rejections::{RejectionRow, REJECTIONS_LISTED_MAX};

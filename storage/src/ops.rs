@@ -94,10 +94,10 @@ pub enum WriteOp {
         before: UnixMillis,
         reply: Reply<Result<usize, StorageError>>,
     },
-    /// Store number health: upsert `rows`' counters and add `quarantines`
-    /// (see `number_health`); reply after COMMIT.
+    /// Store number health: add `changes` to the stored counters and add
+    /// `quarantines` (see `number_health`); reply after COMMIT.
     SaveNumberHealth {
-        rows: Vec<crate::NumberHealthRow>,
+        changes: Vec<crate::NumberHealthChange>,
         quarantines: Vec<crate::Quarantine>,
         reply: Reply<Result<(), StorageError>>,
     },

@@ -118,10 +118,12 @@ impl OpRunner<'_> {
                 Outcome::Unit(self.step(step, |c| users::insert_session(c, session)))
             }
             WriteOp::SaveNumberHealth {
-                rows, quarantines, ..
-            } => {
-                Outcome::Unit(self.step(step, |c| crate::number_health::save(c, rows, quarantines)))
-            }
+                changes,
+                quarantines,
+                ..
+            } => Outcome::Unit(self.step(step, |c| {
+                crate::number_health::save(c, changes, quarantines)
+            })),
             WriteOp::InsertRejection { rejection, .. } => {
                 Outcome::Unit(self.step(step, |c| insert_rejection(c, rejection)))
             }

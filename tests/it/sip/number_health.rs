@@ -209,3 +209,18 @@ fn a_tick_with_more_changed_numbers_than_one_write_carries_saves_them_all() {
         last.len()
     );
 }
+
+/// A graceful stop writes what number health counted since its last
+/// write (the control loop writes about once a second): a lease made just
+/// before SIGTERM is in `dialproof number health` after the stop.
+#[test]
+fn a_graceful_stop_stores_the_counts_since_the_last_tick() {
+    let mut s = Server::start(&sip_config(&trusted_line(2, 603)));
+    let token = s.new_client("Acme");
+    let created = s.create(&token, &body(RU_PHONE));
+    assert_eq!(created.status, 201, "{}", created.text());
+    let number = created.json()["dial_number"].as_str().unwrap().to_owned();
+    assert!(s.stop().success(), "a graceful stop");
+    let shown = health(&s);
+    assert_eq!(shown[&number]["leases"], 1, "{}", shown[&number]);
+}

@@ -7,8 +7,11 @@
 //! configurations:
 //!
 //! 1. 20 numbers, no verifications: the baseline resident size;
-//! 2. `--numbers` numbers, no verifications: the difference to 1, divided by
-//!    the extra numbers, is the resident cost of a configured number;
+//! 2. `--numbers` numbers, no verifications, each with a stored number
+//!    health row (a service that has run a while has leased every number,
+//!    and restores each one's health at its start; `--without-health`
+//!    leaves them out): the difference to 1, divided by the extra numbers,
+//!    is the resident cost of a configured number;
 //! 3. the same numbers with `--stored` verifications in the database, of
 //!    which `--pending` are pending (`--overdue` of those with their TTL run
 //!    out while the service was down, the rest due over the next ten
@@ -34,7 +37,9 @@ use dialproof_engine::time::UnixMillis;
 use dialproof_engine::verification::Status;
 use dialproof_kit::cli;
 use dialproof_kit::process::{Log, Running, Stderr};
-use dialproof_storage::{Admin, Options, StorageError, Store, VerificationRow, WriteOp};
+use dialproof_storage::{
+    Admin, NumberHealthChange, Options, StorageError, Store, VerificationRow, WriteOp,
+};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::mpsc;
@@ -78,6 +83,10 @@ struct Args {
     /// Keep the run's directory (printed) instead of removing it.
     #[arg(long)]
     keep: bool,
+    /// Measure numbers without number health rows, as a service holds
+    /// them before its first lease of each (the figure before 2026-11-28).
+    #[arg(long)]
+    without_health: bool,
 }
 
 fn main() {
@@ -116,6 +125,9 @@ fn bench(args: &Args, root: &Path) -> Result<()> {
 
     let big = Instance::new(&root.join("big"), args.numbers)?;
     let (token, company_id, key_id) = big.client(&args.bin)?;
+    if !args.without_health {
+        seed_health(&big.db, args.numbers)?;
+    }
     let idle_numbers = big.start(&args.bin)?.settle_and_stop()?;
 
     let now = UnixMillis(unix_millis_now());
@@ -364,6 +376,56 @@ fn seed(db: &Path, args: &Args, company_id: i64, key_id: i64, now: UnixMillis) -
     Ok(probe)
 }
 
+/// Writes a number health row for each of the `numbers` configured
+/// numbers through the storage crate's writer, in chunks of a thousand.
+fn seed_health(db: &Path, numbers: u64) -> Result<()> {
+    let store = Store::open(db, Options::default()).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let all: Vec<u64> = (0..numbers).collect();
+    for chunk in all.chunks(1000) {
+        let rows = chunk
+            .iter()
+            .map(|&i| NumberHealthChange {
+                number: number_at(i, numbers).0,
+                leases: 40 + (i % 7) as u32,
+                completed: 30 + (i % 5) as u32,
+                expired_uncalled: 5,
+                stray_calls: (i % 2) as u32,
+                last_completion_at: Some(UnixMillis(unix_millis_now() - 60_000)),
+                // Two numbers of three with a run: more than a pool with a
+                // completion share of 0.6 has at any moment.
+                uncalled_in_a_row: (i % 3) as u32,
+            })
+            .collect();
+        let (tx, rx) = mpsc::channel();
+        store
+            .submit(WriteOp::SaveNumberHealth {
+                changes: rows,
+                quarantines: Vec::new(),
+                reply: Box::new(move |r| {
+                    let _ = tx.send(r);
+                }),
+            })
+            .map_err(|e| anyhow::anyhow!("seeding health: {e}"))?;
+        rx.recv_timeout(READY_TIMEOUT)
+            .context("health reply")?
+            .map_err(|e| anyhow::anyhow!("health: {e}"))?;
+    }
+    store.shutdown();
+    Ok(())
+}
+
+/// The configured number at `index` of `numbers` (two pools' ranges),
+/// with its pool.
+fn number_at(index: u64, numbers: u64) -> (String, Pool) {
+    let domestic = numbers / 2;
+    if index < domestic {
+        (format!("+{}", DOMESTIC_START + index), Pool::Domestic)
+    } else {
+        let i = index - domestic;
+        (format!("+{}", INTERNATIONAL_START + i), Pool::International)
+    }
+}
+
 /// Row `n` of the seeded database (company and key ids left at 0). Pending
 /// rows hold distinct numbers; `--overdue` of them expired 10 minutes ago,
 /// the rest expire over the next ten minutes.
@@ -381,16 +443,7 @@ fn seeded_row(n: u64, args: &Args, now: UnixMillis) -> VerificationRow {
         };
         (j, now.plus_millis(-age_ms), Status::Pending)
     };
-    let domestic = args.numbers / 2;
-    let (dial_number, pool) = if number_index < domestic {
-        (
-            format!("+{}", DOMESTIC_START + number_index),
-            Pool::Domestic,
-        )
-    } else {
-        let i = number_index - domestic;
-        (format!("+{}", INTERNATIONAL_START + i), Pool::International)
-    };
+    let (dial_number, pool) = number_at(number_index, args.numbers);
     VerificationRow {
         id: VerificationId::new(created_at, u128::from(n)).into_string(),
         company_id: 0,
