@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# tools/sip-bench.sh on two builds of the service, alternating A B A B (the
-# machine's other load varies): A is an older commit (BASE, by default the
-# last commit before src/ was restructured for issue 11), B this tree. Same
-# sipp, same receiver, same rates; prints one line per run: rates, latency,
-# and the server's CPU per leased completion with its webhook (the steadier
-# figure on a shared machine).
+# tools/sip-bench.sh on two builds of the service, alternating A B B A (the
+# machine's other load varies, and grows as a series runs): A is an older
+# commit (BASE, by default the last commit before src/ was restructured for
+# issue 11), B this tree. Same sipp, same receiver, same rates; prints one
+# line per run: rates, latency, and the server's CPU per leased completion
+# with its webhook (the steadier figure on a shared machine).
 #
 #   bash tools/sip-ab.sh
 #   BASE=<commit> ROUNDS=3 RATE=10000 CALLS=50000 LEASED=10000 bash tools/sip-ab.sh
@@ -66,7 +66,12 @@ EOF
 
 echo "A = ${BASE_BIN_GIVEN:-$BASE ($BASE_BIN)}, B = this tree; RATE=$RATE CALLS=$CALLS LEASED=$LEASED"
 for round in $(seq "$ROUNDS"); do
-  for side in A B; do
+  # A B, then B A (and so on): a series loads the machine more as it goes,
+  # and with A always first the same build on both sides read 1.06 for B's
+  # CPU per completion (benches/README.md, "Number health: the run in
+  # memory").
+  sides="A B"; [ $((round % 2)) = 0 ] && sides="B A"
+  for side in $sides; do
     bin=$BASE_BIN; [ "$side" = B ] && bin=$HEAD_BIN
     DIALPROOF_BIN=$bin bash tools/sip-bench.sh > "$OUT/$side$round.txt" 2>&1
     echo "round $round $side: $(summary "$OUT/$side$round.txt" "$side")  (load $(cut -d' ' -f1 /proc/loadavg))"
