@@ -184,7 +184,7 @@ impl NumberHealth {
                 quarantines: std::mem::take(&mut quarantines),
             };
             if let Err(why) = unsaved.write(store) {
-                tracing::warn!(error = %why, "saving number health failed; written again at the next tick");
+                tracing::warn!(error = %why, "saving number health did not finish; what it did not store is written at the next tick");
                 self.state.lock().engine.put_back(changes.collect());
                 return;
             }
@@ -194,7 +194,10 @@ impl NumberHealth {
 
 /// One write's changes and quarantines until the writer answers. Dropped
 /// without [`Unsaved::committed`] (an error, a refused op, a reply never
-/// called), it gives the changes back to the engine. It takes the lock
+/// called), it gives the changes back to the engine. This rests on the
+/// writer answering an error only for a write it did not commit; the
+/// `writer.after_commit=error` fault drill, which reports an error after
+/// COMMIT, would count that write's changes twice. It takes the lock
 /// when dropped or committed, so neither may happen on a thread that
 /// holds it: it lives in the write's reply, which the storage side calls
 /// or drops without it.

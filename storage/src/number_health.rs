@@ -1,9 +1,9 @@
 //! Number health as stored: each number's counters (the service adds what
 //! it counted since its last write, about once a second, so `dialproof
 //! number health` can show them and they survive a restart) and the
-//! quarantined numbers. The service adds quarantines; the
-//! operator's `number release` deletes them, and the service notices within
-//! a tick (it compares the rows with the ones it wrote).
+//! quarantined numbers. The service adds quarantines; the operator's
+//! `number release` deletes them, and the service notices within a tick
+//! (it compares the rows with the ones it wrote).
 //!
 //! Not for: deciding (`dialproof_engine::number_health`) or withholding a
 //! number (the lease table).
