@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The criterion benchmarks on two builds: A is an older commit (BASE, by
 # default the last commit before src/ was restructured for issue 11), B
-# this tree. Each bench runs A then B, ROUNDS times (the machine's other
-# load varies), and the script prints every benchmark's median time per
-# run and B/A of the medians of the rounds.
+# this tree. Each bench runs A then B, then B then A, ROUNDS rounds in all
+# (the machine's other load varies, and grows as a series runs), and the
+# script prints every benchmark's median time per run and B/A of the
+# medians of the rounds.
 #
 #   bash tools/bench-ab.sh
 #   BENCHES="create_path sip_invite" ROUNDS=2 bash tools/bench-ab.sh
@@ -55,9 +56,13 @@ for bench in $BENCHES; do
   echo "== $bench (building both)"
   (cd "$WT" && CARGO_TARGET_DIR=$A_TARGET cargo bench -q --bench "$bench" --no-run)
   CARGO_TARGET_DIR=$B_TARGET cargo bench -q --bench "$bench" --no-run
+  # A B, then B A: a series loads the machine more as it goes.
   for round in $(seq "$ROUNDS"); do
-    run A "$bench" "$round"
-    run B "$bench" "$round"
+    if [ $((round % 2)) = 1 ]; then
+      run A "$bench" "$round"; run B "$bench" "$round"
+    else
+      run B "$bench" "$round"; run A "$bench" "$round"
+    fi
   done
 done
 

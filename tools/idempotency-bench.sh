@@ -3,7 +3,7 @@
 # loopback, all in one run (the machine's other load varies, so every
 # ratio compares figures measured minutes apart at most):
 #
-#  ROUNDS times, alternating A B A B:
+#  ROUNDS times, alternating A B B A:
 #   A. creates without a key: dialproof-load --mix create=1, closed loop,
 #      CONNECTIONS connections;
 #   B. the same with a fresh key per create (--idempotency-keys).
@@ -61,11 +61,17 @@ load() { # name extra-args...
 }
 
 A=(); B=()
+plain() {
+  load "plain$1" --setup-local "$KEYS" --mix create=1
+  A+=("$(field "$DIR/plain$1.json" "round(r['operations']['create']['ok_per_second'])")")
+}
+keyed() {
+  load "keyed$1" --setup-local "$KEYS" --mix create=1 --idempotency-keys
+  B+=("$(field "$DIR/keyed$1.json" "round(r['operations']['create']['ok_per_second'])")")
+}
+# A B, then B A: a series loads the machine more as it goes.
 for round in $(seq "$ROUNDS"); do
-  load "plain$round" --setup-local "$KEYS" --mix create=1
-  A+=("$(field "$DIR/plain$round.json" "round(r['operations']['create']['ok_per_second'])")")
-  load "keyed$round" --setup-local "$KEYS" --mix create=1 --idempotency-keys
-  B+=("$(field "$DIR/keyed$round.json" "round(r['operations']['create']['ok_per_second'])")")
+  if [ $((round % 2)) = 1 ]; then plain "$round"; keyed "$round"; else keyed "$round"; plain "$round"; fi
   echo "round $round: creates/s without a key ${A[-1]}, with a fresh key ${B[-1]}"
 done
 python3 - "${A[*]}" "${B[*]}" <<'EOF'
