@@ -174,13 +174,19 @@ impl Clock {
     }
 
     pub(super) fn now(&self) -> Instant {
-        let wall = self.source.now().0;
+        self.read().0
+    }
+
+    /// Now, counted, and the source's reading it was counted from: one
+    /// reading for both.
+    fn read(&self) -> (Instant, UnixMillis) {
+        let wall = self.source.now();
         // A poisoned lock only means a panic elsewhere while counting; the
         // pair is still a valid reading.
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let step = u64::try_from(wall - state.0).unwrap_or(0);
-        *state = (wall, state.1.saturating_add(step));
-        Instant(state.1)
+        let step = u64::try_from(wall.0 - state.0).unwrap_or(0);
+        *state = (wall.0, state.1.saturating_add(step));
+        (Instant(state.1), wall)
     }
 }
 
@@ -243,7 +249,9 @@ impl Driver {
     }
 
     fn handle(&mut self, input: Input) {
-        let now = self.clock.now();
+        // The service's clock, as the receive coroutine read it (`wall`),
+        // and the driver's count of it (`now`), from one reading.
+        let (now, wall) = self.clock.read();
         match input {
             Input::Decision(id, decided) => {
                 let warning = Some(decided.outcome().warning());
@@ -256,7 +264,7 @@ impl Driver {
                 // A wall clock stepped back reads as no wait; one stepped
                 // forward may shed the INVITEs queued then, once, and
                 // their callers' retransmissions are handled instead.
-                let waited = u64::try_from(self.ctx.now().0 - received.0).unwrap_or(0);
+                let waited = u64::try_from(wall.0 - received.0).unwrap_or(0);
                 if is_stale_invite(Duration::from_millis(waited), &bytes) {
                     SipStats::inc(&self.ctx.stats.stale);
                     return;

@@ -256,11 +256,7 @@ impl Message {
         if bytes.len() > DATAGRAM_BYTES_MAX {
             return Err(ParseError::TooLarge);
         }
-        let mut start = 0;
-        while bytes[start..].starts_with(b"\r\n") {
-            start += 2;
-        }
-        let bytes = &bytes[start..];
+        let bytes = after_leading_crlfs(bytes);
         let (head, body) = split_head(bytes).ok_or(ParseError::NoHeaderEnd)?;
         let head = std::str::from_utf8(head).map_err(|_| ParseError::NotUtf8)?;
         let mut lines = head.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l));
@@ -393,6 +389,16 @@ fn sized_body(headers: &[Header], body: &[u8]) -> Result<Vec<u8>, ParseError> {
         Some(n) => Ok(body[..n].to_vec()),
         None => Ok(body.to_vec()),
     }
+}
+
+/// `bytes` after the CRLFs a sender may put before the start line (RFC
+/// 3261 s7.5 asks that they be ignored): where the parser, and anything
+/// that peeks at the start line without parsing, begins.
+pub fn after_leading_crlfs(mut bytes: &[u8]) -> &[u8] {
+    while let Some(rest) = bytes.strip_prefix(b"\r\n") {
+        bytes = rest;
+    }
+    bytes
 }
 
 /// A datagram of only CR and LF bytes: a NAT keep-alive (RFC 5626 s3.5.1),

@@ -26,6 +26,7 @@
 //! Not for: the queue's memory bound (the driver's count of datagrams
 //! held) or the transaction table's (`server::INVITE_TRANSACTIONS_MAX`).
 
+use super::message::after_leading_crlfs;
 use std::time::Duration;
 
 /// The longest an INVITE may wait in the inbound queue and still be
@@ -41,18 +42,10 @@ const _: () = assert!(
 
 /// Whether a datagram that waited `waited` in the inbound queue is an
 /// INVITE to drop unhandled (see the module doc). Looks at the start line
-/// only, as the parser would find it: after any CRLFs a sender put first
-/// (RFC 3261 s7.5 asks that they be ignored), the method token, which is
-/// case-sensitive, and a space.
+/// only, where the parser finds it ([`after_leading_crlfs`]): the method
+/// token, which is case-sensitive, and a space.
 pub fn is_stale_invite(waited: Duration, datagram: &[u8]) -> bool {
-    if waited <= INVITE_WAIT_MAX {
-        return false;
-    }
-    let mut start = datagram;
-    while let Some(rest) = start.strip_prefix(b"\r\n") {
-        start = rest;
-    }
-    start.starts_with(b"INVITE ")
+    waited > INVITE_WAIT_MAX && after_leading_crlfs(datagram).starts_with(b"INVITE ")
 }
 
 #[cfg(test)]

@@ -38,6 +38,11 @@ pub fn start_with_ops_edited(extra: &str, edit: impl FnOnce(String) -> String) -
 /// the whole text; the READY line of its start names the address.
 pub fn add_ops_listen(server: &Server, edit: impl FnOnce(String) -> String) {
     let config = std::fs::read_to_string(&server.config_path).expect("config");
+    assert!(
+        config.contains("workers = 2\n"),
+        "add_ops_listen puts ops_listen after the [server] section's `workers = 2` line \
+         (the harness's config), which this config lacks:\n{config}"
+    );
     let config = config.replacen(
         "workers = 2\n",
         "workers = 2\nops_listen = \"127.0.0.1:0\"\n",

@@ -380,11 +380,9 @@ fn seed(db: &Path, args: &Args, company_id: i64, key_id: i64, now: UnixMillis) -
 /// numbers through the storage crate's writer, in chunks of a thousand.
 fn seed_health(db: &Path, numbers: u64) -> Result<()> {
     let store = Store::open(db, Options::default()).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let all: Vec<u64> = (0..numbers).collect();
-    for chunk in all.chunks(1000) {
-        let rows = chunk
-            .iter()
-            .map(|&i| NumberHealthChange {
+    for first in (0..numbers).step_by(1000) {
+        let rows = (first..numbers.min(first + 1000))
+            .map(|i| NumberHealthChange {
                 number: number_at(i, numbers).0,
                 leases: 40 + (i % 7) as u32,
                 completed: 30 + (i % 5) as u32,
