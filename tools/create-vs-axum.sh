@@ -20,7 +20,7 @@
 #      the create body (untimed); the ids come from each server's database.
 #      WORKING_SET=0 leaves this out. Each create round adds newer
 #      verifications, and Dialproof holds the newest pending ones in
-#      memory within a bound (about 190,000); a verification the creates
+#      memory within a bound (about 95,000); a verification the creates
 #      have pushed out is read from SQLite, and a copy is kept for its
 #      next polls (up to 229,376 copies). So the working-set lines say
 #      what share of Dialproof's reads memory answered in that round

@@ -9,8 +9,9 @@
 //! 128 bits, the phone and the number dialled packed (`dialproof_engine::e164`),
 //! TTL, company)
 //! plus its `client_ref` and `info` bytes, so [`HELD_BYTES_MAX`] covers
-//! about 190,000 of them with short `client_ref`s (`tools/read-ab.sh`
-//! reads over 150,000). What a
+//! about 95,000 of them with short `client_ref`s: the first polls of what
+//! was created in the last 95 s at 1,000 creates a second, or the last
+//! 9 s at 10,000. What a
 //! record leaves out is implied by "pending and live": no completion, no
 //! caller, `created_at` is the id's own moment and `expires_at` follows
 //! from the TTL. A row that does not fit that shape exactly (a phone that
@@ -61,10 +62,14 @@ use dialproof_storage::{Owner, VerificationRow, VerificationView};
 use parking_lot::RwLock;
 use std::collections::{HashMap, VecDeque};
 
-/// Most bytes of records and text held, over all shards (about what the
-/// 16,384 rendered bodies held before took). The copies read from SQLite
-/// (at most [`REREAD_BYTES_MAX`]) come on top.
-pub const HELD_BYTES_MAX: usize = 12 * 1024 * 1024;
+/// Most bytes of records and text held, over all shards. The copies read
+/// from SQLite (at most [`REREAD_BYTES_MAX`]) come on top. Why 6 MiB and
+/// not more: these records serve a verification's first polls; every
+/// later poll of one pushed out is answered by a copy after one read on
+/// the worker's own connection, so a larger bound buys first reads at a
+/// fixed cost that the 128 B per pending verification asked at 300,000
+/// does not leave room for (12 MiB was 36 B of it).
+pub const HELD_BYTES_MAX: usize = 6 * 1024 * 1024;
 /// Shards, so that the consumer's writes and the workers' reads rarely
 /// meet on one lock (each holds it for a search and a render at most).
 const SHARDS: usize = 16;
