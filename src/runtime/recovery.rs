@@ -68,7 +68,8 @@ struct Recovered {
 }
 
 /// On a reader thread: re-marks each pending verification's number leased
-/// and collects its expiry, 24 bytes a row (no `VerificationRow` is built).
+/// and collects its expiry, 24 bytes a row until the schedule keeps its key
+/// (no `VerificationRow` is built).
 /// Overdue ones keep their lease too, until their expiry commits, so their
 /// numbers are never issued while the rows are still pending.
 fn restore_leases(app: &App, reader: &Reader) -> Result<Recovered> {
