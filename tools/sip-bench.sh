@@ -59,6 +59,9 @@ mode = "always_up"
 provider_addresses = ["127.0.0.1"]
 numbers = [ { range_start = "+$START", count = $LEASED, pool = "domestic" } ]
 EOF
+# EXTRA_TOML: more configuration for an experiment, e.g.
+# EXTRA_TOML=$'[webhooks]\nsender_threads = 4' (a section not written above).
+if [ -n "${EXTRA_TOML:-}" ]; then printf '%s\n' "$EXTRA_TOML" >> "$DIR/dialproof.toml"; fi
 
 DIALPROOF_LOG=info "$BIN" --config "$DIR/dialproof.toml" serve > "$DIR/stdout" 2> "$DIR/stderr" &
 SERVER=$!
