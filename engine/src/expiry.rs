@@ -165,7 +165,11 @@ impl<K: Issued> ExpiryQueue<K> {
     pub fn schedule(&mut self, entries: impl IntoIterator<Item = (UnixMillis, K)>) -> bool {
         let before = self.next_due();
         let mut entries: Vec<(UnixMillis, K)> = entries.into_iter().collect();
-        entries.sort_by_key(|&(_, key)| key.issued_at());
+        // Recovery reads in commit order, nearly issue order: checked in
+        // one pass, sorted (in place, no buffer) only if it is not.
+        if !entries.is_sorted_by_key(|&(_, key)| key.issued_at()) {
+            entries.sort_unstable_by_key(|&(_, key)| key.issued_at());
+        }
         let mut others = Vec::new();
         for (at, key) in entries {
             if !self.join_run(at, key) {
