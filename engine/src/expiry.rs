@@ -60,9 +60,9 @@ pub const EXPIRY_RETRY_DELAY_MS: i64 = 1000;
 /// Keys a run's block holds: 2 KiB of 16-byte keys, so a run's slack (a
 /// block being drained, a block being filled) is at most 4 KiB.
 pub const RUN_BLOCK: usize = 128;
-/// Most runs (distinct lifetimes) at once: 4,096 covers every whole-second
-/// TTL the API accepts; the blocks' slack stays under 16 MiB even if all
-/// are in use.
+/// Most runs (distinct lifetimes) at once: 4,096 covers every TTL the API
+/// accepts (1 to 3,600 whole seconds); the blocks' slack stays under
+/// 16 MiB even if all are in use.
 pub const RUNS_MAX: usize = 4096;
 
 /// A key that knows when it was issued, so that a run can derive each
