@@ -16,7 +16,8 @@
 
 use crate::error::{Result, StorageError};
 use crate::rows::{
-    collect_rows, delivery_from_row, first_row, DeliveryRow, DeliveryState, DELIVERY_COLUMNS,
+    collect_rows, delivery_columns, delivery_from_row, first_row, DeliveryRow, DeliveryState,
+    DELIVERY_COLUMNS,
 };
 use dialproof_engine::time::UnixMillis;
 use dialproof_engine::CompanyId;
@@ -159,8 +160,10 @@ pub(crate) fn record_attempt(conn: &Connection, a: &NewAttempt) -> Result<()> {
 }
 
 pub(crate) fn delivery(conn: &Connection, id: i64) -> Result<Option<DeliveryRow>> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries WHERE id = ?1"
+    let mut stmt = conn.prepare_cached(concat!(
+        "SELECT ",
+        delivery_columns!(),
+        " FROM webhook_deliveries WHERE id = ?1"
     ))?;
     first_row(&mut stmt, [id], delivery_from_row)
 }

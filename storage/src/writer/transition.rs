@@ -15,8 +15,8 @@
 use crate::committed::{Committed, Transitioned};
 use crate::error::Result;
 use crate::rows::{
-    first_row, verification_from_row, DeliveryRow, DeliveryState, Owner, ReleasedLease,
-    TransitionResult, VerificationRow, VERIFICATION_COLUMNS,
+    first_row, verification_columns, verification_from_row, DeliveryRow, DeliveryState, Owner,
+    ReleasedLease, TransitionResult, VerificationRow,
 };
 use dialproof_engine::time::UnixMillis;
 use dialproof_engine::verification::{apply, Decision, Event, EventType, State};
@@ -129,8 +129,12 @@ pub(super) fn transition_by_number(
     // A number is leased to at most one pending verification; the newest
     // wins should recovery ever have left two. The whole row in one query
     // (not its id, then the row by id): one index search less per call.
-    let mut select = conn.prepare_cached(&format!(
-        "SELECT {VERIFICATION_COLUMNS} FROM verifications WHERE dial_number = ?1 \
+    // A literal text: the statement cache finds it without a text built
+    // per call.
+    let mut select = conn.prepare_cached(concat!(
+        "SELECT ",
+        verification_columns!(),
+        " FROM verifications WHERE dial_number = ?1 \
          AND status = 'pending' AND (?2 IS NULL OR lease_generation = ?2) \
          ORDER BY created_at DESC LIMIT 1"
     ))?;
@@ -151,8 +155,10 @@ fn scoped_row(
     id: &str,
     owner: Option<Owner>,
 ) -> Result<Option<VerificationRow>> {
-    let mut select = conn.prepare_cached(&format!(
-        "SELECT {VERIFICATION_COLUMNS} FROM verifications WHERE id = ?1"
+    let mut select = conn.prepare_cached(concat!(
+        "SELECT ",
+        verification_columns!(),
+        " FROM verifications WHERE id = ?1"
     ))?;
     let row = first_row(&mut select, [id], verification_from_row)?;
     Ok(row.filter(|r| owner.is_none_or(|o| o.owns(r))))
