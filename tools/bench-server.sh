@@ -61,6 +61,6 @@ thread_us_per() {
   awk -v hz="$(getconf CLK_TCK)" -v n="$3" '
     NR == FNR { before[$1] = $2; next }
     { d = $2 - before[$1]; if (d > 0) printf "%s %.1f\n", $1, 1e6 * d / hz / n }' \
-    <(echo "$1") <(echo "$2") | sort -k2 -g -r | head -6 \
+    <(echo "$1") <(echo "$2") | sort -k2 -g -r | head -9 \
     | awk '{ line = line sep $1 " " $2; sep = ", " } END { print line }'
 }

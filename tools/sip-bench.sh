@@ -23,8 +23,11 @@
 #     completion with its webhook, which a shared machine's other load
 #     does not move the way it moves rates.
 # sipp measures each call from its INVITE to the final response (rtd);
-# the script prints the rate achieved and latency percentiles.
-# Needs sipp (apt-get install sip-tester) and curl.
+# the script prints the rate achieved, latency percentiles, the same in
+# 250 ms slices, sipp's own CPU, and over the leased calls the cores used
+# by sipp, idle and the server's threads slice by slice
+# (tools/thread-slices.py). Needs sipp (apt-get install sip-tester), curl
+# and python3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # thread_ticks and thread_us_per: the server's CPU by thread.
@@ -79,12 +82,16 @@ sed -e 's/\[service\]/[field0]/g' "$DIR/call.xml" > "$DIR/call_csv.xml"
 
 run_sipp() { # name, extra args...
   local name=$1; shift
-  (cd "$DIR" && sipp "$SIP" -nostdin -buff_size 4194304 -r "$RATE" -rp 1000 \
-      -i 127.0.0.1 -p $((20000 + RANDOM % 20000)) -trace_rtt -rtt_freq 1 -timeout 120s "$@" > "$name.out" 2>&1) || true
+  # sipp's own CPU (user + system) as its subshell's reaped children's
+  # time: on two cores the load generator's share is the service's lack.
+  (cd "$DIR" && { sipp "$SIP" -nostdin -buff_size 4194304 -r "$RATE" -rp 1000 \
+      -i 127.0.0.1 -p $((20000 + RANDOM % 20000)) -trace_rtt -rtt_freq 1 -timeout 120s "$@" > "$name.out" 2>&1
+    awk '{ print $16 + $17 }' "/proc/$BASHPID/stat" > "$name.sipp-ticks"; }) || true
   local rtt
   rtt=$(ls -t "$DIR"/*_rtt.csv | head -1)
   echo "== $name"
   grep -E "Successful call|Failed call|Call Rate|Elapsed" "$DIR/$name.out" | tail -4 | sed 's/^/   /'
+  awk -v hz="$(getconf CLK_TCK)" '{ printf "   sipp CPU over the run: %.2f s\n", $1 / hz }' "$DIR/$name.sipp-ticks"
   # rtt.csv: Date_ms;response_time_ms;rtd_no, whole milliseconds (sipp's
   # clock tick), so "0 ms" means under a millisecond.
   tail -n +2 "$rtt" | cut -d';' -f2 | sort -g | awk '
@@ -93,6 +100,31 @@ run_sipp() { # name, extra args...
           printf "   INVITE->final over %d calls: %.2f%% under 1 ms; p50 %d ms, p99 %d ms, p99.9 %d ms, max %d ms\n",
             NR, 100 * under / NR, v[int(NR*0.5)+1], v[int(NR*0.99)+1], v[int(NR*0.999)+1], v[NR] }'
   mv "$rtt" "$DIR/$name.rtt.csv"
+  slices "$DIR/$name.rtt.csv"
+}
+
+# The same samples in 250 ms slices of the time they were answered: calls
+# answered in the slice and their p99. A saturated run shows here whether
+# it kept up (a flat p99) or fell behind and into retransmissions (a p99
+# that climbs from the first slices: the storm that the total rate hides).
+slices() {
+  python3 - "$1" <<'PY'
+import sys
+rows = []
+for line in open(sys.argv[1]).read().splitlines()[1:]:
+    f = line.split(";")
+    if len(f) >= 2:
+        rows.append((float(f[0]), float(f[1])))
+if rows:
+    t0, by = rows[0][0], {}
+    for t, ms in rows:
+        by.setdefault(int((t - t0) // 250), []).append(ms)
+    cells = []
+    for k in sorted(by):
+        v = sorted(by[k])
+        cells.append(f"{len(v)}/{v[int(len(v) * 0.99)]:.0f}")
+    print("   by 250 ms (answered/p99 ms):", " ".join(cells))
+PY
 }
 
 # 1. Unleased: a number of the line no verification holds (none yet).
@@ -126,6 +158,10 @@ TOKEN=$("$BIN" --config "$DIR/dialproof.toml" key create --company "$COMPANY" --
 } > "$DIR/creates.curl"
 CREATED=$(curl --parallel --parallel-max 32 -K "$DIR/creates.curl" | grep -c '^201$' || true)
 echo "created $CREATED of $LEASED verifications"
+# SETTLE: seconds to wait between the creates and the calls (0), to tell
+# what the creates leave running (checkpoints, the held rows) from the
+# calls' own cost.
+sleep "${SETTLE:-0}"
 { echo SEQUENTIAL; for i in $(seq 0 $((LEASED - 1))); do echo "+$((START + i))"; done; } > "$DIR/numbers.csv"
 # The server's CPU time (user + system, in clock ticks) from /proc.
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$SERVER/stat"; }
@@ -133,7 +169,15 @@ received() { grep -c '^verification\.' "$DIR/webhooks.txt" || true; }
 CPU_BEFORE=$(cpu_ticks)
 THREADS_BEFORE=$(thread_ticks "$SERVER")
 LEASED_START=$(date +%s.%N)
+# Where the cores go during the calls, slice by slice (sipp, idle, the
+# server's threads): printed after the call's figures.
+python3 tools/thread-slices.py "$SERVER" > "$DIR/threads.txt" &
+SLICES=$!
 run_sipp leased -sf call_csv.xml -inf numbers.csv -m "$LEASED"
+kill -TERM "$SLICES" 2>/dev/null || true
+wait "$SLICES" || true
+echo "   cores by 250 ms over the leased calls (tools/thread-slices.py):"
+cat "$DIR/threads.txt"
 echo "completed by calls: $(grep -c 'call completed' "$DIR/stderr" || true) (logged at info; see counters below)"
 # The webhooks still on their way, for at most WEBHOOK_WAIT seconds: the
 # CPU figure below covers every completion with its signed webhook.
