@@ -51,7 +51,9 @@ def thread_groups(pid):
             continue
         used = ticks(f"{base}/{tid}/stat")
         if used is not None:
-            group = re.sub(r"[-_]?\d+$", "", name) or name
+            # "webhook-sender-3" and the kernel's 15-byte cut of
+            # "webhook-sender-12" ("webhook-sender-") are one group.
+            group = re.sub(r"[-_]\d*$|\d+$", "", name) or name
             groups[group] = groups.get(group, 0) + used
     return groups
 
