@@ -219,30 +219,23 @@ impl<K: Issued> ExpiryQueue<K> {
 
     /// Takes the earliest entry if it is due at `now`.
     fn take_due(&mut self, now: UnixMillis) -> Option<K> {
-        let first = self.firsts.first().copied();
-        let other = self.others.peek().map(|Reverse((at, _))| *at);
-        let from_run = match (first, other) {
-            (Some((at, _)), Some(other_at)) => at <= other_at,
-            (first, _) => first.is_some(),
-        };
-        if !from_run {
-            if other? > now {
-                return None;
-            }
-            self.len -= 1;
-            return self.others.pop().map(|Reverse((_, key))| key);
-        }
-        let (at, lifetime) = first?;
-        if at > now {
+        let due = self.next_due()?;
+        if due > now {
             return None;
         }
+        // The earliest is a run's first entry, or else the heap's top (a
+        // run's is taken first when both are due at once).
+        let Some((at, lifetime)) = self.firsts.first().copied().filter(|&(at, _)| at == due) else {
+            self.len -= 1;
+            return self.others.pop().map(|Reverse((_, key))| key);
+        };
         self.firsts.remove(&(at, lifetime));
         let run = self.runs.get_mut(&lifetime)?;
         let key = run.take()?;
         match run.first() {
             Some(next) => {
-                let due = next.issued_at().plus_millis(lifetime);
-                self.firsts.insert((due, lifetime));
+                let next_at = next.issued_at().plus_millis(lifetime);
+                self.firsts.insert((next_at, lifetime));
             }
             None => {
                 self.runs.remove(&lifetime);
