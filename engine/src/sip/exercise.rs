@@ -78,15 +78,15 @@ fn read_fields(msg: &Message, src: SocketAddr) {
         }
         let _ = caller(msg, region, true);
         let _ = caller(msg, region, false);
-        for h in &msg.headers {
-            let _ = to_e164(&h.value, region);
+        for (_, value) in msg.fields() {
+            let _ = to_e164(value, region);
         }
     }
-    for h in &msg.headers {
-        let _ = NameAddr::parse(&h.value);
-        let _ = Via::parse(&h.value);
-        let _ = Challenge::parse(&h.value);
-        let _ = verify(&h.value, "p", "REGISTER", "n");
+    for (_, value) in msg.fields() {
+        let _ = NameAddr::parse(value);
+        let _ = Via::parse(value);
+        let _ = Challenge::parse(value);
+        let _ = verify(value, "p", "REGISTER", "n");
     }
     if let Some(via) = msg.top_via() {
         let _ = via.stamped(src);

@@ -20,7 +20,7 @@
 //! Not for: the meaning of From/To/PAI values (see [`super::uri`] and
 //! [`super::identity`]) or transaction state (see [`super::server`]).
 
-pub use super::via::{parse_params, split_host_port, Via, BRANCH_COOKIE};
+pub use super::via::{params_of, parse_params, split_host_port, Via, BRANCH_COOKIE};
 use std::borrow::Cow;
 use std::fmt;
 
@@ -128,24 +128,42 @@ pub enum StartLine {
     Response { code: u16, reason: String },
 }
 
-/// One header field with its canonical name and its unfolded, trimmed value.
-/// A name SIP defines is borrowed from the parser's table (no allocation per
-/// header of every datagram); an extension header's name is owned.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Header {
-    pub name: Cow<'static, str>,
-    pub value: String,
+/// One header field: its canonical name, and where its unfolded, trimmed
+/// value lies in the message's one text of values. A name SIP defines is
+/// borrowed from the parser's table and every value shares one buffer, so
+/// a datagram's headers cost two allocations, not one per header.
+#[derive(Clone, Debug)]
+struct Field {
+    name: Cow<'static, str>,
+    start: u32,
+    end: u32,
 }
 
 /// A parsed message. Header order is kept (Via order matters).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct Message {
     pub start: StartLine,
-    pub headers: Vec<Header>,
+    fields: Vec<Field>,
+    /// Every header value, one after the other, as [`Field`]s point.
+    values: String,
     pub body: Vec<u8>,
     /// CSeq number and method, checked at parse time.
     pub cseq: (u32, Method),
 }
+
+/// Two messages are equal when their start lines, header fields (names and
+/// values, in order), CSeq and body are; where the values lie does not
+/// matter.
+impl PartialEq for Message {
+    fn eq(&self, other: &Message) -> bool {
+        self.start == other.start
+            && self.cseq == other.cseq
+            && self.body == other.body
+            && self.fields().eq(other.fields())
+    }
+}
+
+impl Eq for Message {}
 
 /// Compact forms (RFC 3261 s7.3.3, RFC 3515, RFC 3265, RFC 4028...).
 const COMPACT: &[(u8, &str)] = &[
@@ -262,47 +280,80 @@ impl Message {
         let mut lines = head.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l));
         let start_line = parse_start_line(lines.next().unwrap_or(""))?;
 
-        let headers = split_vias(parse_headers(lines)?)?;
+        let mut values = String::with_capacity(head.len());
+        let fields = parse_headers(lines, &mut values)?;
+        let fields = split_vias(fields, &values)?;
+        let message = Message {
+            start: start_line,
+            fields,
+            values,
+            body: Vec::new(),
+            cseq: (0, Method::Ack),
+        };
+        message.checked(body)
+    }
 
-        let body = sized_body(&headers, body)?;
-
+    /// `self` with its body sized by Content-Length and its CSeq read,
+    /// once every header a message must have is known to be there.
+    fn checked(mut self, body: &[u8]) -> Result<Message, ParseError> {
+        self.body = sized_body(self.header("Content-Length"), body)?;
         for required in ["Via", "From", "To", "Call-ID", "CSeq"] {
-            if !headers.iter().any(|h| h.name == required) {
+            if self.header(required).is_none() {
                 return Err(ParseError::Missing(required));
             }
         }
-        let cseq = headers
-            .iter()
-            .find(|h| h.name == "CSeq")
-            .map(|h| parse_cseq(&h.value))
-            .ok_or(ParseError::Missing("CSeq"))??;
-        if let StartLine::Request { method, .. } = &start_line {
+        let cseq = parse_cseq(self.header("CSeq").ok_or(ParseError::Missing("CSeq"))?)?;
+        if let StartLine::Request { method, .. } = &self.start {
             if *method != cseq.1 {
                 return Err(ParseError::BadCSeq);
             }
         }
-        Ok(Message {
-            start: start_line,
-            headers,
-            body,
-            cseq,
-        })
+        self.cseq = cseq;
+        Ok(self)
+    }
+
+    fn value(&self, field: &Field) -> &str {
+        // Spans are made by the parser inside `values`, at char boundaries
+        // (ends of trimmed slices and of whole pushes); an out-of-range
+        // span would read as empty rather than panic.
+        self.values
+            .get(field.start as usize..field.end as usize)
+            .unwrap_or("")
+    }
+
+    /// Every header field as (canonical name, value), in order.
+    pub fn fields(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
+        self.fields.iter().map(|f| (f.name.as_ref(), self.value(f)))
     }
 
     /// The first value of header `name` (canonical spelling).
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
+        self.fields
             .iter()
-            .find(|h| h.name == name)
-            .map(|h| h.value.as_str())
+            .find(|f| f.name == name)
+            .map(|f| self.value(f))
+    }
+
+    /// Replaces every value of header `name` (canonical spelling) with
+    /// `value`, added last: for tests that forge a peer's message.
+    #[cfg(test)]
+    pub(crate) fn set_header(&mut self, name: &'static str, value: &str) {
+        self.fields.retain(|f| f.name != name);
+        let start = self.values.len() as u32;
+        self.values.push_str(value);
+        self.fields.push(Field {
+            name: Cow::Borrowed(name),
+            start,
+            end: self.values.len() as u32,
+        });
     }
 
     /// Every value of header `name`, in order.
     pub fn headers_named<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
-        self.headers
+        self.fields
             .iter()
-            .filter(move |h| h.name == name)
-            .map(|h| h.value.as_str())
+            .filter(move |f| f.name == name)
+            .map(|f| self.value(f))
     }
 
     pub fn method(&self) -> Option<&Method> {
@@ -332,54 +383,76 @@ impl Message {
     }
 
     /// The topmost Via, parsed.
-    pub fn top_via(&self) -> Option<Via> {
+    pub fn top_via(&self) -> Option<Via<'_>> {
         self.header("Via").and_then(Via::parse)
     }
 }
 
 /// The header lines after the start line: folded lines joined to the
 /// header they continue (s7.3.1), names made canonical, at most
-/// [`HEADERS_COUNT_MAX`].
-fn parse_headers<'a>(lines: impl Iterator<Item = &'a str>) -> Result<Vec<Header>, ParseError> {
+/// [`HEADERS_COUNT_MAX`]. Values are appended to `values`, which the
+/// fields point into.
+fn parse_headers<'a>(
+    lines: impl Iterator<Item = &'a str>,
+    values: &mut String,
+) -> Result<Vec<Field>, ParseError> {
     // Room for a typical INVITE's headers, so the list rarely grows.
-    let mut headers: Vec<Header> = Vec::with_capacity(16);
+    let mut fields: Vec<Field> = Vec::with_capacity(16);
     for line in lines {
         if line.is_empty() {
             continue;
         }
         if line.starts_with([' ', '\t']) {
             // A continuation: joined to the previous header's value by a
-            // single space (s7.3.1).
-            let last = headers.last_mut().ok_or(ParseError::BadHeader)?;
+            // single space (s7.3.1). That value is the last in `values`,
+            // so it grows in place.
+            let last = fields.last_mut().ok_or(ParseError::BadHeader)?;
             let more = line.trim();
             if !more.is_empty() {
-                if !last.value.is_empty() {
-                    last.value.push(' ');
+                if last.end > last.start {
+                    values.push(' ');
                 }
-                last.value.push_str(more);
+                values.push_str(more);
+                last.end = span_end(values);
             }
             continue;
         }
         let (name, value) = line.split_once(':').ok_or(ParseError::BadHeader)?;
         let name = canonical_name(name.trim_end()).ok_or(ParseError::BadHeader)?;
-        headers.push(Header {
+        let start = span_end(values);
+        values.push_str(value.trim());
+        fields.push(Field {
             name,
-            value: value.trim().to_owned(),
+            start,
+            end: span_end(values),
         });
-        if headers.len() > HEADERS_COUNT_MAX {
+        if fields.len() > HEADERS_COUNT_MAX {
             return Err(ParseError::TooManyHeaders);
         }
     }
-    Ok(headers)
+    Ok(fields)
+}
+
+/// Where the next value pushed to `values` starts. `values` never outgrows
+/// the datagram's head (values are trimmed, and a fold's CRLF and white
+/// space become one space), which [`DATAGRAM_BYTES_MAX`] bounds far below
+/// `u32::MAX`.
+fn span_end(values: &str) -> u32 {
+    u32::try_from(values.len()).unwrap_or(u32::MAX)
+}
+
+/// Where `part`, a slice of `whole`, starts in it.
+fn offset_in(whole: &str, part: &str) -> u32 {
+    let offset = (part.as_ptr() as usize).saturating_sub(whole.as_ptr() as usize);
+    u32::try_from(offset).unwrap_or(u32::MAX)
 }
 
 /// The body as Content-Length says (all that came when there is none); a
 /// length past what came is a truncated datagram.
-fn sized_body(headers: &[Header], body: &[u8]) -> Result<Vec<u8>, ParseError> {
-    let content_length = match headers.iter().find(|h| h.name == "Content-Length") {
-        Some(h) => Some(
-            h.value
-                .parse::<usize>()
+fn sized_body(content_length: Option<&str>, body: &[u8]) -> Result<Vec<u8>, ParseError> {
+    let content_length = match content_length {
+        Some(v) => Some(
+            v.parse::<usize>()
                 .map_err(|_| ParseError::BadContentLength)?,
         ),
         None => None,
@@ -463,29 +536,33 @@ fn parse_cseq(value: &str) -> Result<(u32, Method), ParseError> {
 }
 
 /// Turns `Via: a, b` into two Via headers, in order (and drops an empty
-/// Via).
-fn split_vias(headers: Vec<Header>) -> Result<Vec<Header>, ParseError> {
+/// Via). The split values are spans of the one they came from.
+fn split_vias(fields: Vec<Field>, values: &str) -> Result<Vec<Field>, ParseError> {
+    let value = |f: &Field| values.get(f.start as usize..f.end as usize).unwrap_or("");
     let (mut vias, mut folded) = (0usize, false);
-    for h in headers.iter().filter(|h| h.name == "Via") {
+    for f in fields.iter().filter(|f| f.name == "Via") {
         vias += 1;
-        folded |= h.value.is_empty() || h.value.contains(',');
+        folded |= f.start == f.end || value(f).contains(',');
     }
     // Most messages have one Via per header line: keep the list as parsed.
     if !folded && vias <= VIA_COUNT_MAX {
-        return Ok(headers);
+        return Ok(fields);
     }
-    let mut out = Vec::with_capacity(headers.len());
+    let mut out = Vec::with_capacity(fields.len());
     vias = 0;
-    for h in headers {
-        if h.name != "Via" {
-            out.push(h);
+    for f in fields {
+        if f.name != "Via" {
+            out.push(f);
             continue;
         }
-        for v in split_commas(&h.value) {
+        for v in split_commas(value(&f)) {
             vias += 1;
-            out.push(Header {
+            // `v` is a slice of `values`: its offset there is its span.
+            let start = offset_in(values, v);
+            out.push(Field {
                 name: Cow::Borrowed("Via"),
-                value: v.to_owned(),
+                start,
+                end: start + span_end(v),
             });
         }
     }
@@ -542,7 +619,7 @@ mod tests {
         // One per line and none empty: the list as parsed, names borrowed.
         let m = Message::parse(INVITE.as_bytes()).unwrap();
         assert_eq!(m.headers_named("Via").count(), 1);
-        assert!(m.headers.iter().all(|h| matches!(h.name, Cow::Borrowed(_))));
+        assert!(m.fields.iter().all(|f| matches!(f.name, Cow::Borrowed(_))));
     }
 
     #[test]
@@ -569,7 +646,7 @@ mod tests {
         let m = Message::parse(INVITE.replace("Max-Forwards", "X-Carrier-Hint").as_bytes());
         let h = m.unwrap();
         let ext = h
-            .headers
+            .fields
             .iter()
             .find(|h| h.name == "X-Carrier-Hint")
             .unwrap();
@@ -702,7 +779,8 @@ mod tests {
             no_rport.response_target(src),
             "10.0.0.1:5070".parse().unwrap()
         );
-        let received = Via::parse(&no_rport.stamped(src)).unwrap();
+        let stamped = no_rport.stamped(src);
+        let received = Via::parse(&stamped).unwrap();
         assert_eq!(
             received.response_target(src),
             "203.0.113.5:5070".parse().unwrap()
@@ -717,6 +795,33 @@ mod tests {
         assert_eq!(v6.port, Some(5080));
         assert!(Via::parse("SIP/2.0/UDP").is_none());
         assert!(Via::parse("HTTP/1.1/UDP a").is_none());
+    }
+
+    #[test]
+    fn a_stamped_via_keeps_the_parameters_as_the_caller_wrote_them() {
+        // Design choice: parameters are copied as written (names keep their
+        // case, quoted values their quotes), only `received` is replaced
+        // and `rport` filled in; the transport is written upper-case.
+        let src: SocketAddr = "203.0.113.5:40000".parse().unwrap();
+        let via = Via::parse(
+            "SIP/2.0/udp 10.0.0.1:5070 ; Branch=z9hG4bKq;RPORT;received=192.0.2.1;x=\"a;b\"",
+        )
+        .unwrap();
+        assert_eq!(
+            via.branch(),
+            Some("z9hG4bKq"),
+            "names match case-insensitively"
+        );
+        assert_eq!(
+            via.param("x"),
+            Some(Some("a;b")),
+            "a quoted ; is not a split"
+        );
+        assert_eq!(
+            via.stamped(src),
+            "SIP/2.0/UDP 10.0.0.1:5070;Branch=z9hG4bKq;RPORT=40000;x=\"a;b\";received=203.0.113.5",
+            "design choice: parameters as written, received last"
+        );
     }
 
     #[test]

@@ -655,11 +655,7 @@ mod tests {
         let first = sent(&mut r);
         // An old CSeq or another Call-ID changes nothing.
         let mut foreign = answer(&first, 200, &[]);
-        foreign.headers.retain(|h| h.name != "Call-ID");
-        foreign.headers.push(super::super::message::Header {
-            name: "Call-ID".into(),
-            value: "other".into(),
-        });
+        foreign.set_header("Call-ID", "other");
         assert_eq!(r.handle_response(Instant(0), &foreign), None);
         registered(&mut r, Instant(0), &first, "60");
         assert_eq!(

@@ -5,7 +5,7 @@
 //! path) or parsing (`super::message`).
 
 use super::message::Message;
-use super::via::parse_params;
+use super::via::params_of;
 use std::fmt::Write as _;
 
 /// The reason phrase we write for a status code.
@@ -69,17 +69,22 @@ pub fn build_response(
 
 /// Whether a From/To value carries a `tag` parameter (outside its URI).
 pub fn has_tag(value: &str) -> bool {
-    tag_of(value).is_some()
+    tag_param(value).is_some()
 }
 
 /// The `tag` parameter of a From/To value.
 pub fn tag_of(value: &str) -> Option<String> {
+    tag_param(value).map(str::to_owned)
+}
+
+/// The `tag` parameter of a From/To value, borrowed: after the `>` of a
+/// name-addr, or after the first `;` of a bare URI.
+fn tag_param(value: &str) -> Option<&str> {
     let params = match value.rfind('>') {
         Some(i) => &value[i + 1..],
         None => value.split_once(';').map_or("", |(_, p)| p),
     };
-    parse_params(params.trim_start_matches(';'))
-        .into_iter()
-        .find(|(k, _)| k == "tag")
+    params_of(params.trim_start_matches(';'))
+        .find(|(k, _)| k.eq_ignore_ascii_case("tag"))
         .and_then(|(_, v)| v)
 }

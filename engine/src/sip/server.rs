@@ -278,7 +278,16 @@ impl Endpoint {
         let via = message.top_via().ok_or(Dropped::BadVia)?;
         let key = key_of(&self.key_hasher, &message, &via);
         match method {
-            Method::Invite => self.on_invite(now, src, message, via, key),
+            Method::Invite => {
+                if self.repeat_latest(&key) {
+                    return Err(Dropped::Absorbed);
+                }
+                // Everything the transaction keeps of the Via, read before
+                // the message moves into it (the Via borrows from it).
+                let vias = stamped_vias(&message, &via, src);
+                let target = via.response_target(src);
+                self.on_invite(now, src, message, (vias, target), key)
+            }
             Method::Ack => {
                 self.on_ack(now, &key);
                 Err(Dropped::Absorbed)
@@ -291,36 +300,42 @@ impl Endpoint {
         }
     }
 
+    /// For a retransmitted INVITE (its key is known): sends our latest
+    /// response again, never a new event, and says so.
+    fn repeat_latest(&mut self, key: &Key) -> bool {
+        let Some(id) = self.by_key.get(key) else {
+            return false;
+        };
+        if let Some(tx) = self.invites.get_mut(id) {
+            let bytes = match &tx.state {
+                // The caller is retransmitting: it is time for the 100,
+                // and its timer (if armed) has nothing left to do.
+                State::Proceeding { request, decide_by } => {
+                    tx.deadline = *decide_by;
+                    Some(build_response(request, &tx.vias, 100, None, &[]))
+                }
+                State::Completed { response, .. } => Some(response.clone()),
+                State::Confirmed => None,
+            };
+            if let Some(bytes) = bytes {
+                let to = tx.target;
+                self.send(to, bytes);
+            }
+        }
+        true
+    }
+
+    /// A new INVITE transaction, its Vias stamped and its answers' target
+    /// chosen (`way_back`).
     fn on_invite(
         &mut self,
         now: Instant,
         src: SocketAddr,
         message: Message,
-        via: Via,
+        way_back: (Vec<String>, SocketAddr),
         key: Key,
     ) -> Result<Event, Dropped> {
-        if let Some(id) = self.by_key.get(&key) {
-            // A retransmission: repeat our latest response, never the event.
-            if let Some(tx) = self.invites.get_mut(id) {
-                let bytes = match &tx.state {
-                    // The caller is retransmitting: it is time for the 100,
-                    // and its timer (if armed) has nothing left to do.
-                    State::Proceeding { request, decide_by } => {
-                        tx.deadline = *decide_by;
-                        Some(build_response(request, &tx.vias, 100, None, &[]))
-                    }
-                    State::Completed { response, .. } => Some(response.clone()),
-                    State::Confirmed => None,
-                };
-                if let Some(bytes) = bytes {
-                    let to = tx.target;
-                    self.send(to, bytes);
-                }
-            }
-            return Err(Dropped::Absorbed);
-        }
-        let vias = stamped_vias(&message, &via, src);
-        let target = via.response_target(src);
+        let (vias, target) = way_back;
         if self.invites.len() >= INVITE_TRANSACTIONS_MAX {
             let bytes = build_response(
                 &message,
@@ -640,10 +655,9 @@ fn key_of(hasher: &RandomState, message: &Message, via: &Via) -> Key {
 
 /// Every Via of `message`, the top one stamped with `received`/`rport`.
 fn stamped_vias(message: &Message, top: &Via, src: SocketAddr) -> Vec<String> {
-    let mut vias: Vec<String> = message.headers_named("Via").map(str::to_owned).collect();
-    if let Some(first) = vias.first_mut() {
-        *first = top.stamped(src);
-    }
+    // Most requests come with one Via: the list holds just the stamped one.
+    let mut vias = vec![top.stamped(src)];
+    vias.extend(message.headers_named("Via").skip(1).map(str::to_owned));
     vias
 }
 

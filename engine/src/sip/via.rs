@@ -7,20 +7,26 @@
 use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr};
 
-/// One Via value: `SIP/2.0/UDP host[:port];params`.
+/// One Via value: `SIP/2.0/UDP host[:port];params`, borrowed from the
+/// header value it was parsed from (a request's Via is read twice a call,
+/// INVITE and ACK, so it allocates nothing until it is stamped).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Via {
-    pub transport: String,
-    pub host: String,
+pub struct Via<'a> {
+    /// As written (`UDP`, `udp`...); [`Via::stamped`] writes it upper-case.
+    pub transport: &'a str,
+    /// IPv6 literals keep their brackets.
+    pub host: &'a str,
     pub port: Option<u16>,
-    pub params: Vec<(String, Option<String>)>,
+    /// The parameters after the first `;`, as written; [`Via::param`]
+    /// reads them.
+    params: &'a str,
 }
 
 /// RFC 3261's magic cookie: a branch starting with it is globally unique.
 pub const BRANCH_COOKIE: &str = "z9hG4bK";
 
-impl Via {
-    pub fn parse(value: &str) -> Option<Via> {
+impl<'a> Via<'a> {
+    pub fn parse(value: &'a str) -> Option<Via<'a>> {
         let (proto, rest) = value.trim().split_once(char::is_whitespace)?;
         let mut proto_parts = proto.split('/');
         let (name, version, transport) = (
@@ -33,26 +39,27 @@ impl Via {
         }
         let rest = rest.trim();
         let (sent_by, params) = match rest.find(';') {
-            Some(i) => (&rest[..i], parse_params(&rest[i + 1..])),
-            None => (rest, Vec::new()),
+            Some(i) => (&rest[..i], &rest[i + 1..]),
+            None => (rest, ""),
         };
-        let (host, port) = split_host_port(sent_by.trim())?;
+        let (host, port) = split_host_port_borrowed(sent_by.trim())?;
         Some(Via {
-            transport: transport.trim().to_ascii_uppercase(),
+            transport: transport.trim(),
             host,
             port,
             params,
         })
     }
 
-    pub fn param(&self, name: &str) -> Option<Option<&str>> {
-        self.params
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_deref())
+    /// Parameter `name` (case-insensitive): `Some(None)` when present
+    /// without a value, `Some(Some(v))` with `v` unquoted.
+    pub fn param(&self, name: &str) -> Option<Option<&'a str>> {
+        params_of(self.params)
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v)
     }
 
-    pub fn branch(&self) -> Option<&str> {
+    pub fn branch(&self) -> Option<&'a str> {
         self.param("branch").flatten()
     }
 
@@ -60,7 +67,7 @@ impl Via {
     pub fn sent_by(&self) -> String {
         match self.port {
             Some(p) => format!("{}:{p}", self.host),
-            None => self.host.clone(),
+            None => self.host.to_owned(),
         }
     }
 
@@ -90,24 +97,32 @@ impl Via {
     /// and a filled-in `rport` (when the client asked for it) added, as a
     /// server must before copying the Via into its responses.
     pub fn stamped(&self, src: SocketAddr) -> String {
-        let mut out = format!("SIP/2.0/{} {}", self.transport, self.sent_by());
+        let mut out = String::with_capacity(32 + self.host.len() + self.params.len());
+        out.push_str("SIP/2.0/");
+        for c in self.transport.chars() {
+            out.push(c.to_ascii_uppercase());
+        }
+        out.push(' ');
+        out.push_str(self.host);
+        if let Some(p) = self.port {
+            let _ = write!(out, ":{p}");
+        }
         let host_is_src = self
             .host
             .trim_matches(['[', ']'])
             .parse::<IpAddr>()
             .is_ok_and(|ip| ip == src.ip());
-        for (k, v) in &self.params {
-            match (k.as_str(), v) {
-                ("received", _) => {}
-                ("rport", _) => {
-                    let _ = write!(out, ";rport={}", src.port());
-                }
-                (k, Some(v)) => {
-                    let _ = write!(out, ";{k}={v}");
-                }
-                (k, None) => {
-                    let _ = write!(out, ";{k}");
-                }
+        for part in raw_params(self.params) {
+            let name = part.split_once('=').map_or(part, |(k, _)| k).trim();
+            if name.eq_ignore_ascii_case("received") {
+                continue;
+            }
+            out.push(';');
+            if name.eq_ignore_ascii_case("rport") {
+                let _ = write!(out, "{name}={}", src.port());
+            } else {
+                // As written: a quoted value keeps its quotes.
+                out.push_str(part);
             }
         }
         if !host_is_src || self.param("rport").is_some() {
@@ -117,8 +132,50 @@ impl Via {
     }
 }
 
+/// The `name[=value]` parameters of `s`, split at `;` outside quotes,
+/// trimmed, values unquoted, empty ones skipped: borrowed, in order.
+pub fn params_of(s: &str) -> impl Iterator<Item = (&str, Option<&str>)> {
+    raw_params(s).map(|part| match part.split_once('=') {
+        Some((k, v)) => (k.trim(), Some(v.trim().trim_matches('"'))),
+        None => (part, None),
+    })
+}
+
+/// The parameters of `s` as written (split at `;` outside quotes,
+/// trimmed, empty ones skipped).
+fn raw_params(s: &str) -> impl Iterator<Item = &str> {
+    let mut rest = Some(s);
+    std::iter::from_fn(move || loop {
+        let (part, after) = split_param(rest?);
+        rest = after;
+        let part = part.trim();
+        if !part.is_empty() {
+            return Some(part);
+        }
+    })
+}
+
+/// The first parameter of `s` and what follows its `;` (none at the end).
+fn split_param(s: &str) -> (&str, Option<&str>) {
+    let mut quoted = false;
+    for (i, c) in s.char_indices() {
+        match c {
+            '"' => quoted = !quoted,
+            ';' if !quoted => return (&s[..i], Some(&s[i + 1..])),
+            _ => {}
+        }
+    }
+    (s, None)
+}
+
 /// `host[:port]`, with IPv6 literals in brackets.
 pub fn split_host_port(s: &str) -> Option<(String, Option<u16>)> {
+    split_host_port_borrowed(s).map(|(host, port)| (host.to_owned(), port))
+}
+
+/// [`split_host_port`] without a copy: the host is a slice of `s`, its
+/// brackets kept.
+fn split_host_port_borrowed(s: &str) -> Option<(&str, Option<u16>)> {
     if s.is_empty() {
         return None;
     }
@@ -129,45 +186,20 @@ pub fn split_host_port(s: &str) -> Option<(String, Option<u16>)> {
             None if after.is_empty() => None,
             None => return None,
         };
-        return Some((format!("[{host}]"), port));
+        // The host with its brackets: `[`, the address, `]`.
+        return Some((&s[..host.len() + 2], port));
     }
     match s.rsplit_once(':') {
-        Some((h, p)) if !h.is_empty() && !h.contains(':') => {
-            Some((h.to_owned(), Some(p.parse().ok()?)))
-        }
+        Some((h, p)) if !h.is_empty() && !h.contains(':') => Some((h, Some(p.parse().ok()?))),
         Some(_) => None,
-        None => Some((s.to_owned(), None)),
+        None => Some((s, None)),
     }
 }
 
-/// Parameters as `name[=value]`, split at `;` outside quotes.
+/// Parameters as `name[=value]`, split at `;` outside quotes, names
+/// lower-cased, values unquoted: owned, for callers that keep them.
 pub fn parse_params(s: &str) -> Vec<(String, Option<String>)> {
-    let mut out = Vec::new();
-    let mut quoted = false;
-    let mut start = 0;
-    let mut push = |part: &str| {
-        let part = part.trim();
-        if part.is_empty() {
-            return;
-        }
-        match part.split_once('=') {
-            Some((k, v)) => out.push((
-                k.trim().to_ascii_lowercase(),
-                Some(v.trim().trim_matches('"').to_owned()),
-            )),
-            None => out.push((part.to_ascii_lowercase(), None)),
-        }
-    };
-    for (i, c) in s.char_indices() {
-        match c {
-            '"' => quoted = !quoted,
-            ';' if !quoted => {
-                push(&s[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    push(&s[start..]);
-    out
+    params_of(s)
+        .map(|(k, v)| (k.to_ascii_lowercase(), v.map(str::to_owned)))
+        .collect()
 }
