@@ -5,6 +5,7 @@
 
 use super::driver::{
     receive, Client, ClientKind, Clock, Driver, Input, SipHandle, RECV_WAKE, SOCKET_BUFFER_BYTES,
+    SPARE_BUFFERS,
 };
 use super::line_info::{resolve_lines, LineInfo};
 use super::lines::set_line_up;
@@ -137,6 +138,7 @@ fn start_coroutines(
 ) -> may::sync::mpsc::Receiver<()> {
     let (tx, rx) = may::sync::mpsc::channel::<Input>();
     let queued = Arc::new(AtomicUsize::new(0));
+    let (spares, spares_rx) = crossbeam_channel::bounded(SPARE_BUFFERS);
     // The receiver outlives the service's stop flag: shutdown still reads
     // the registrars' answers to `Expires: 0`. The driver clears it last.
     let receiving = Arc::new(AtomicBool::new(true));
@@ -148,7 +150,7 @@ fn start_coroutines(
             receiving.clone(),
         );
         let receiver = ctx.clone();
-        coroutine::spawn(move || receive(&socket, &tx, &queued, &receiving, &receiver));
+        coroutine::spawn(move || receive(&socket, &tx, &spares_rx, &queued, &receiving, &receiver));
     }
     let (done_tx, done_rx) = may::sync::mpsc::channel();
     let driver = Driver {
@@ -159,6 +161,7 @@ fn start_coroutines(
         clock,
         tx,
         queued,
+        spares,
         fence_unregistered: false,
     };
     coroutine::spawn(move || {

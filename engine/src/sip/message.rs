@@ -798,6 +798,15 @@ mod tests {
     }
 
     #[test]
+    fn numbers_are_written_in_decimal() {
+        for n in [0u32, 7, 10, 100, 603, 65_535, u32::MAX] {
+            let mut out = String::from("x");
+            super::super::via::push_decimal(&mut out, n);
+            assert_eq!(out, format!("x{n}"));
+        }
+    }
+
+    #[test]
     fn a_stamped_via_keeps_the_parameters_as_the_caller_wrote_them() {
         // Design choice: parameters are copied as written (names keep their
         // case, quoted values their quotes), only `received` is replaced

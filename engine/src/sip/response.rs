@@ -5,8 +5,7 @@
 //! path) or parsing (`super::message`).
 
 use super::message::Message;
-use super::via::params_of;
-use std::fmt::Write as _;
+use super::via::{params_of, push_decimal};
 
 /// The reason phrase we write for a status code.
 pub fn reason_phrase(code: u16) -> &'static str {
@@ -43,28 +42,48 @@ pub fn build_response(
     to_tag: Option<&str>,
     extra: &[(&str, &str)],
 ) -> Vec<u8> {
+    // Plain pushes, not `write!`: a response is built for every call, and
+    // the formatting machinery was most of its cost.
     let mut out = String::with_capacity(512);
-    let _ = write!(out, "SIP/2.0 {code} {}\r\n", reason_phrase(code));
+    out.push_str("SIP/2.0 ");
+    push_decimal(&mut out, code);
+    out.push(' ');
+    out.push_str(reason_phrase(code));
+    out.push_str("\r\n");
     for v in vias {
-        let _ = write!(out, "Via: {v}\r\n");
+        push_header(&mut out, "Via", v);
     }
-    let _ = write!(out, "From: {}\r\n", req.header("From").unwrap_or(""));
+    push_header(&mut out, "From", req.header("From").unwrap_or(""));
     let to = req.header("To").unwrap_or("");
-    match to_tag {
-        Some(tag) if code > 100 && !has_tag(to) => {
-            let _ = write!(out, "To: {to};tag={tag}\r\n");
-        }
-        _ => {
-            let _ = write!(out, "To: {to}\r\n");
-        }
+    push_header(&mut out, "To", to);
+    if let Some(tag) = to_tag.filter(|_| code > 100 && !has_tag(to)) {
+        // Our tag goes after the request's To value, on the same line.
+        out.truncate(out.len() - 2);
+        out.push_str(";tag=");
+        out.push_str(tag);
+        out.push_str("\r\n");
     }
-    let _ = write!(out, "Call-ID: {}\r\n", req.call_id());
-    let _ = write!(out, "CSeq: {} {}\r\n", req.cseq.0, req.cseq.1);
+    push_header(&mut out, "Call-ID", req.call_id());
+    out.push_str("CSeq: ");
+    push_decimal(&mut out, req.cseq.0);
+    out.push(' ');
+    out.push_str(req.cseq.1.as_str());
+    out.push_str("\r\n");
     for (k, v) in extra {
-        let _ = write!(out, "{k}: {v}\r\n");
+        push_header(&mut out, k, v);
     }
-    let _ = write!(out, "Server: {PRODUCT}\r\nContent-Length: 0\r\n\r\n");
+    out.push_str("Server: ");
+    out.push_str(PRODUCT);
+    out.push_str("\r\nContent-Length: 0\r\n\r\n");
     out.into_bytes()
+}
+
+/// `name: value` and its line end.
+fn push_header(out: &mut String, name: &str, value: &str) {
+    out.push_str(name);
+    out.push_str(": ");
+    out.push_str(value);
+    out.push_str("\r\n");
 }
 
 /// Whether a From/To value carries a `tag` parameter (outside its URI).

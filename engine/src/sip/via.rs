@@ -97,7 +97,9 @@ impl<'a> Via<'a> {
     /// and a filled-in `rport` (when the client asked for it) added, as a
     /// server must before copying the Via into its responses.
     pub fn stamped(&self, src: SocketAddr) -> String {
-        let mut out = String::with_capacity(32 + self.host.len() + self.params.len());
+        // Room for what is added (`;rport=` and a port, `;received=` and an
+        // IPv6 address), so the text is written without growing.
+        let mut out = String::with_capacity(96 + self.host.len() + self.params.len());
         out.push_str("SIP/2.0/");
         for c in self.transport.chars() {
             out.push(c.to_ascii_uppercase());
@@ -105,7 +107,8 @@ impl<'a> Via<'a> {
         out.push(' ');
         out.push_str(self.host);
         if let Some(p) = self.port {
-            let _ = write!(out, ":{p}");
+            out.push(':');
+            push_decimal(&mut out, p);
         }
         let host_is_src = self
             .host
@@ -119,7 +122,9 @@ impl<'a> Via<'a> {
             }
             out.push(';');
             if name.eq_ignore_ascii_case("rport") {
-                let _ = write!(out, "{name}={}", src.port());
+                out.push_str(name);
+                out.push('=');
+                push_decimal(&mut out, src.port());
             } else {
                 // As written: a quoted value keeps its quotes.
                 out.push_str(part);
@@ -129,6 +134,25 @@ impl<'a> Via<'a> {
             let _ = write!(out, ";received={}", src.ip());
         }
         out
+    }
+}
+
+/// `n` in decimal, without the formatting machinery (a Via is stamped and
+/// a response built per call).
+pub(super) fn push_decimal(out: &mut String, n: impl Into<u32>) {
+    let mut n: u32 = n.into();
+    let mut digits = [0u8; 10];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for d in &digits[i..] {
+        out.push(char::from(*d));
     }
 }
 
