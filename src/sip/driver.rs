@@ -58,8 +58,8 @@ pub const SOCKET_BUFFER_BYTES: usize = 4 * 1024 * 1024;
 /// threads' samples at 15,000 calls a second); 256 of 2 KiB bound the
 /// spares to half a MiB.
 pub(super) const SPARE_BUFFERS: usize = 256;
-/// The capacity of a spare buffer: a typical INVITE fits. A larger
-/// datagram gets a buffer of its own, not kept.
+/// The largest buffer kept as a spare (a spare grows to the datagrams it
+/// carries): a typical INVITE fits. A larger one is freed.
 const SPARE_BUFFER_BYTES: usize = 2048;
 /// How long the receive coroutine blocks before looking at the stop flag.
 pub(super) const RECV_WAKE: Duration = Duration::from_millis(200);
@@ -156,9 +156,9 @@ pub(super) fn receive(
             SipStats::inc(&ctx.stats.overloaded);
             continue;
         }
-        let mut datagram = spares
-            .try_recv()
-            .unwrap_or_else(|_| Vec::with_capacity(SPARE_BUFFER_BYTES));
+        // A new buffer is the datagram's size, so a full queue holds what
+        // it did before spares (a 2 KiB buffer each would triple it).
+        let mut datagram = spares.try_recv().unwrap_or_else(|_| Vec::with_capacity(n));
         datagram.clear();
         datagram.extend_from_slice(&buf[..n]);
         let input = Input::Datagram(src, datagram, ctx.now());
