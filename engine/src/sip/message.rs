@@ -287,6 +287,7 @@ impl Message {
             start: start_line,
             fields,
             values,
+            // Both set by `checked`, from the headers.
             body: Vec::new(),
             cseq: (0, Method::Ack),
         };
@@ -562,7 +563,7 @@ fn split_vias(fields: Vec<Field>, values: &str) -> Result<Vec<Field>, ParseError
             out.push(Field {
                 name: Cow::Borrowed("Via"),
                 start,
-                end: start + span_end(v),
+                end: start.saturating_add(span_end(v)),
             });
         }
     }
