@@ -314,12 +314,7 @@ impl Message {
     }
 
     fn value(&self, field: &Field) -> &str {
-        // Spans are made by the parser inside `values`, at char boundaries
-        // (ends of trimmed slices and of whole pushes); an out-of-range
-        // span would read as empty rather than panic.
-        self.values
-            .get(field.start as usize..field.end as usize)
-            .unwrap_or("")
+        value_in(&self.values, field)
     }
 
     /// Every header field as (canonical name, value), in order.
@@ -340,12 +335,12 @@ impl Message {
     #[cfg(test)]
     pub(crate) fn set_header(&mut self, name: &'static str, value: &str) {
         self.fields.retain(|f| f.name != name);
-        let start = self.values.len() as u32;
+        let start = span_end(&self.values);
         self.values.push_str(value);
         self.fields.push(Field {
             name: Cow::Borrowed(name),
             start,
-            end: self.values.len() as u32,
+            end: span_end(&self.values),
         });
     }
 
@@ -432,6 +427,15 @@ fn parse_headers<'a>(
         }
     }
     Ok(fields)
+}
+
+/// `field`'s value in `values`. Spans are made by the parser inside
+/// `values`, at char boundaries (ends of trimmed slices and of whole
+/// pushes); an out-of-range span would read as empty rather than panic.
+fn value_in<'a>(values: &'a str, field: &Field) -> &'a str {
+    values
+        .get(field.start as usize..field.end as usize)
+        .unwrap_or("")
 }
 
 /// Where the next value pushed to `values` starts. `values` never outgrows
@@ -539,11 +543,10 @@ fn parse_cseq(value: &str) -> Result<(u32, Method), ParseError> {
 /// Turns `Via: a, b` into two Via headers, in order (and drops an empty
 /// Via). The split values are spans of the one they came from.
 fn split_vias(fields: Vec<Field>, values: &str) -> Result<Vec<Field>, ParseError> {
-    let value = |f: &Field| values.get(f.start as usize..f.end as usize).unwrap_or("");
     let (mut vias, mut folded) = (0usize, false);
     for f in fields.iter().filter(|f| f.name == "Via") {
         vias += 1;
-        folded |= f.start == f.end || value(f).contains(',');
+        folded |= f.start == f.end || value_in(values, f).contains(',');
     }
     // Most messages have one Via per header line: keep the list as parsed.
     if !folded && vias <= VIA_COUNT_MAX {
@@ -556,7 +559,7 @@ fn split_vias(fields: Vec<Field>, values: &str) -> Result<Vec<Field>, ParseError
             out.push(f);
             continue;
         }
-        for v in split_commas(value(&f)) {
+        for v in split_commas(value_in(values, &f)) {
             vias += 1;
             // `v` is a slice of `values`: its offset there is its span.
             let start = offset_in(values, v);

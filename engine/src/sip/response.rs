@@ -55,14 +55,13 @@ pub fn build_response(
     }
     push_header(&mut out, "From", req.header("From").unwrap_or(""));
     let to = req.header("To").unwrap_or("");
-    push_header(&mut out, "To", to);
+    out.push_str("To: ");
+    out.push_str(to);
     if let Some(tag) = to_tag.filter(|_| code > 100 && !has_tag(to)) {
-        // Our tag goes after the request's To value, on the same line.
-        out.truncate(out.len() - 2);
         out.push_str(";tag=");
         out.push_str(tag);
-        out.push_str("\r\n");
     }
+    out.push_str("\r\n");
     push_header(&mut out, "Call-ID", req.call_id());
     out.push_str("CSeq: ");
     push_decimal(&mut out, req.cseq.0);

@@ -115,6 +115,7 @@ impl<'a> Via<'a> {
             .trim_matches(['[', ']'])
             .parse::<IpAddr>()
             .is_ok_and(|ip| ip == src.ip());
+        let mut asked_rport = false;
         for part in raw_params(self.params) {
             let name = part.split_once('=').map_or(part, |(k, _)| k).trim();
             if name.eq_ignore_ascii_case("received") {
@@ -122,6 +123,7 @@ impl<'a> Via<'a> {
             }
             out.push(';');
             if name.eq_ignore_ascii_case("rport") {
+                asked_rport = true;
                 out.push_str(name);
                 out.push('=');
                 push_decimal(&mut out, src.port());
@@ -130,7 +132,7 @@ impl<'a> Via<'a> {
                 out.push_str(part);
             }
         }
-        if !host_is_src || self.param("rport").is_some() {
+        if !host_is_src || asked_rport {
             let _ = write!(out, ";received={}", src.ip());
         }
         out
