@@ -1,23 +1,27 @@
-//! The SIP socket and the coroutines that drive the engine's machines.
+//! The SIP thread: the socket and the engine's machines, driven by one
+//! OS thread of its own.
 //!
-//! One UDP socket (may's, so waiting on it parks a coroutine, not a worker
-//! thread). A receive coroutine reads datagrams and hands them to the
-//! driver coroutine over a may channel; writer replies (a call's commit)
-//! arrive on the same channel as decisions. The driver alone owns the
-//! server endpoint, the lines' registration clients and pingers, so none
-//! of them needs a lock: it handles one input, runs due timers, sends what
-//! the machines queued, and sleeps until the next input or timer.
+//! It reads every datagram the socket holds into the inbound queue, each
+//! stamped with the moment it was read, handles the writer's decisions (a
+//! call's commit) and then at most a batch of datagrams, runs due timers,
+//! sends what the machines queued, and sleeps in `poll(2)` on the socket
+//! and the decisions' eventfd (`inbox`) until the next input or timer. It
+//! alone owns the server endpoint, the lines' registration clients and
+//! pingers, so none of them needs a lock, and a datagram and its answer
+//! never cross threads.
 //!
 //! When it falls behind, the inbound queue drops in two places: at the
-//! receive coroutine once [`INBOUND_QUEUE_MAX`] datagrams wait (the
-//! memory bound), and at the driver an INVITE that waited longer than the
-//! engine's `overload::INVITE_WAIT_MAX` (its caller has sent it again, see
-//! that module). Both are counted in `dialproof_sip_datagrams_dropped_total`.
+//! read once [`INBOUND_QUEUE_MAX`] datagrams wait (the memory bound; what
+//! the kernel's socket buffer cannot hold beyond it the kernel drops), and
+//! at the handling an INVITE that waited longer than the engine's
+//! `overload::INVITE_WAIT_MAX` (its caller has sent it again, see that
+//! module). Both are counted in `dialproof_sip_datagrams_dropped_total`.
 //!
-//! Not for: starting it (`start`), protocol decisions (engine) or call
-//! decisions (`calls`).
+//! Not for: starting it (`start`), waiting (`inbox`), protocol decisions
+//! (engine) or call decisions (`calls`).
 
 use super::calls::{on_invite, Decided, Verdict};
+use super::inbox::{wait_writable, Decisions, Inbox};
 use super::lines::set_line_up;
 use super::Sip;
 use super::SipStats;
@@ -29,9 +33,10 @@ use dialproof_engine::sip::register::{Outcome, Registration};
 use dialproof_engine::sip::server::{Dropped, Endpoint, Event, Transmit, TxId};
 use dialproof_engine::sip::Instant;
 use dialproof_engine::time::UnixMillis;
-use may::net::UdpSocket;
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::collections::VecDeque;
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -52,25 +57,29 @@ const IDLE_WAKE: Duration = Duration::from_millis(200);
 /// (~200 KiB) overflows in bursts of a few thousand INVITEs a second; the
 /// kernel caps the request at `net.core.rmem_max`/`wmem_max`.
 pub const SOCKET_BUFFER_BYTES: usize = 4 * 1024 * 1024;
-/// Datagram buffers the driver hands back to the receive coroutine for
-/// reuse. Allocated on one thread and freed on another, a buffer per
-/// datagram kept the receiver in the allocator's slow path (3 % of the SIP
-/// threads' samples at 15,000 calls a second); 256 of 2 KiB bound the
-/// spares to half a MiB.
-pub(super) const SPARE_BUFFERS: usize = 256;
+/// Buffers of handled datagrams kept for the next ones read, so a datagram
+/// costs no allocation (malloc and free were about 10 % of the SIP side's
+/// samples at 15,000 calls a second); 256 of 2 KiB bound the spares to
+/// half a MiB.
+const SPARE_BUFFERS: usize = 256;
 /// The largest buffer kept as a spare (a spare grows to the datagrams it
 /// carries): a typical INVITE fits. A larger one is freed.
 const SPARE_BUFFER_BYTES: usize = 2048;
-/// How long the receive coroutine blocks before looking at the stop flag.
-pub(super) const RECV_WAKE: Duration = Duration::from_millis(200);
+/// The longest a send waits for room in a full kernel send buffer.
+const SEND_WAIT: Duration = Duration::from_millis(50);
 /// How long shutdown waits for the registrars to answer `Expires: 0`.
 const UNREGISTER_WAIT: Duration = Duration::from_secs(2);
 
-pub(super) enum Input {
-    /// A datagram, its source, and when the receive coroutine took it from
-    /// the socket (on the service's clock), for its wait in the queue.
-    Datagram(SocketAddr, Vec<u8>, UnixMillis),
-    Decision(TxId, Decided),
+/// A call's decision, for its INVITE transaction.
+pub(super) type Decision = (TxId, Decided);
+
+/// A datagram waiting in the inbound queue: its source, its bytes, and
+/// when the SIP thread took it from the socket (on the service's clock),
+/// for its wait in the queue.
+pub(super) struct Inbound {
+    src: SocketAddr,
+    bytes: Vec<u8>,
+    received: UnixMillis,
 }
 
 /// A running SIP driver.
@@ -123,51 +132,6 @@ impl Client {
     }
 }
 
-pub(super) fn receive(
-    socket: &UdpSocket,
-    tx: &may::sync::mpsc::Sender<Input>,
-    spares: &crossbeam_channel::Receiver<Vec<u8>>,
-    queued: &AtomicUsize,
-    receiving: &AtomicBool,
-    ctx: &Sip,
-) {
-    // One byte more than the limit, so an oversized datagram is seen as such.
-    let mut buf = vec![0u8; DATAGRAM_BYTES_MAX + 1];
-    while receiving.load(Ordering::Acquire) {
-        let (n, src) = match socket.recv_from(&mut buf) {
-            Ok(r) => r,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                continue
-            }
-            Err(e) => {
-                // ICMP port unreachable from an earlier send shows up here
-                // on Linux; it says nothing about this socket.
-                tracing::debug!(error = %e, "sip recv error");
-                continue;
-            }
-        };
-        if queued.fetch_add(1, Ordering::AcqRel) >= INBOUND_QUEUE_MAX {
-            queued.fetch_sub(1, Ordering::AcqRel);
-            SipStats::inc(&ctx.stats.overloaded);
-            continue;
-        }
-        // A new buffer is the datagram's size, so a full queue holds what
-        // it did before spares (a 2 KiB buffer each would triple it).
-        let mut datagram = spares.try_recv().unwrap_or_else(|_| Vec::with_capacity(n));
-        datagram.clear();
-        datagram.extend_from_slice(&buf[..n]);
-        let input = Input::Datagram(src, datagram, ctx.now());
-        if tx.send(input).is_err() {
-            return;
-        }
-    }
-}
-
 /// Milliseconds since the driver started, on the service's one clock, for
 /// the engine's machines (their timers: retransmissions, Timer H, the
 /// registration refresh). It adds up the clock's forward steps only: a
@@ -207,51 +171,30 @@ impl Clock {
 
 pub(super) struct Driver {
     pub(super) ctx: Arc<Sip>,
-    pub(super) socket: Arc<UdpSocket>,
+    /// Non-blocking; the SIP thread alone reads and writes it.
+    pub(super) socket: UdpSocket,
     pub(super) endpoint: Endpoint,
     pub(super) clients: Vec<Client>,
     pub(super) clock: Clock,
-    pub(super) tx: may::sync::mpsc::Sender<Input>,
-    pub(super) queued: Arc<AtomicUsize>,
-    /// Where handled datagrams' buffers go back to the receive coroutine.
-    pub(super) spares: crossbeam_channel::Sender<Vec<u8>>,
+    pub(super) inbox: Inbox<Decision>,
+    /// Handed to each call's decision callback.
+    pub(super) decisions: Decisions<Decision>,
+    /// Datagrams read from the socket, not yet handled.
+    pub(super) inbound: VecDeque<Inbound>,
+    /// Buffers of handled datagrams, for the next ones read.
+    pub(super) spares: Vec<Vec<u8>>,
     /// The lines were un-registered because the node is fenced.
     pub(super) fence_unregistered: bool,
 }
 
 impl Driver {
-    pub(super) fn run(mut self, rx: may::sync::mpsc::Receiver<Input>) {
+    pub(super) fn run(mut self) {
+        let mut buf = vec![0u8; DATAGRAM_BYTES_MAX + 1];
         while !self.ctx.stopping() {
             // First, so what `spawn` queued (the first REGISTERs) leaves now.
             self.flush();
-            let now = self.clock.now();
-            let next = self
-                .clients
-                .iter()
-                .filter_map(Client::poll_timeout)
-                .chain(self.endpoint.poll_timeout())
-                .min();
-            let wait = next.map_or(IDLE_WAKE, |at| at.since(now).min(IDLE_WAKE));
-            // A timer already due: only take what is queued. (may's
-            // `recv_timeout` with a zero duration waits for the next
-            // message instead of returning at once.)
-            let first = if wait.is_zero() {
-                rx.try_recv().ok()
-            } else {
-                match rx.recv_timeout(wait) {
-                    Ok(input) => Some(input),
-                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => None,
-                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
-                }
-            };
-            if let Some(input) = first {
-                self.handle(input);
-                // Take more of what is queued, but at most a batch, so the
-                // answers go out and the timers run while a flood lasts.
-                for input in std::iter::from_fn(|| rx.try_recv().ok()).take(BATCH_MAX - 1) {
-                    self.handle(input);
-                }
-            }
+            self.read_available(&mut buf);
+            let handled = self.handle_batch();
             self.run_timers();
             if !self.fence_unregistered && self.ctx.fence.is_fenced() {
                 self.unregister_fenced();
@@ -261,39 +204,123 @@ impl Driver {
                 .stats
                 .invite_transactions
                 .store(held, Ordering::Relaxed);
+            if handled == 0 {
+                self.flush();
+                let wait = self.until_next_timer();
+                self.inbox.wait(wait);
+            }
         }
-        self.shutdown(&rx);
+        self.shutdown(&mut buf);
     }
 
-    fn handle(&mut self, input: Input) {
-        // The service's clock, as the receive coroutine read it (`wall`),
-        // and the driver's count of it (`now`), from one reading.
+    /// How long the driver may sleep: until its next timer, at most
+    /// [`IDLE_WAKE`].
+    fn until_next_timer(&mut self) -> Duration {
+        let now = self.clock.now();
+        let next = self
+            .clients
+            .iter()
+            .filter_map(Client::poll_timeout)
+            .chain(self.endpoint.poll_timeout())
+            .min();
+        next.map_or(IDLE_WAKE, |at| at.since(now).min(IDLE_WAKE))
+    }
+
+    /// Moves what the socket holds into the inbound queue, each datagram
+    /// stamped with the moment it was read. With the queue full it reads
+    /// and drops (counted) at most a batch, so the drops show in the
+    /// metrics, and leaves the rest to the kernel's buffer, which drops
+    /// what does not fit for free; reading all of a flood only to drop it
+    /// would leave the driver no time to answer.
+    fn read_available(&mut self, buf: &mut [u8]) {
+        // Reads that queued nothing (a drop or an error), bounded.
+        let mut idle_reads = 0;
+        while idle_reads < BATCH_MAX {
+            let (n, src) = match self.socket.recv_from(buf) {
+                Ok(r) => r,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+                Err(e) => {
+                    // ICMP port unreachable from an earlier send shows up
+                    // here on Linux; it says nothing about this socket.
+                    tracing::debug!(error = %e, "sip recv error");
+                    idle_reads += 1;
+                    continue;
+                }
+            };
+            if self.inbound.len() >= INBOUND_QUEUE_MAX {
+                SipStats::inc(&self.ctx.stats.overloaded);
+                idle_reads += 1;
+                continue;
+            }
+            // A new buffer is the datagram's size, so a full queue holds
+            // no more than the datagrams (a 2 KiB buffer each would
+            // triple it).
+            let mut bytes = self.spares.pop().unwrap_or_else(|| Vec::with_capacity(n));
+            bytes.clear();
+            bytes.extend_from_slice(&buf[..n]);
+            let received = self.ctx.now();
+            self.inbound.push_back(Inbound {
+                src,
+                bytes,
+                received,
+            });
+        }
+    }
+
+    /// Handles the decisions queued and then at most [`BATCH_MAX`]
+    /// datagrams, so the answers go out and the timers run while a flood
+    /// lasts; returns how many inputs it handled.
+    fn handle_batch(&mut self) -> usize {
+        let mut handled = 0;
+        // Each decision ends a call the driver holds: bounded by the
+        // transaction table, and handled first, so a flood of new INVITEs
+        // never delays the answers to calls already decided.
+        while let Some((id, decided)) = self.inbox.try_decision() {
+            self.decide(id, decided);
+            handled += 1;
+        }
+        for _ in 0..BATCH_MAX {
+            let Some(datagram) = self.inbound.pop_front() else {
+                break;
+            };
+            self.handle(datagram);
+            handled += 1;
+        }
+        handled
+    }
+
+    fn decide(&mut self, id: TxId, decided: Decided) {
+        let now = self.clock.now();
+        let warning = Some(decided.outcome().warning());
+        self.endpoint
+            .respond_with_warning(now, id, decided.code, warning);
+        decided.log();
+    }
+
+    fn handle(&mut self, datagram: Inbound) {
+        // The service's clock, as it was read when the datagram was taken
+        // (`received`), and the driver's count of it (`now`), from one
+        // reading.
         let (now, wall) = self.clock.read();
-        match input {
-            Input::Decision(id, decided) => {
-                let warning = Some(decided.outcome().warning());
-                self.endpoint
-                    .respond_with_warning(now, id, decided.code, warning);
-                decided.log();
-            }
-            Input::Datagram(src, bytes, received) => {
-                self.queued.fetch_sub(1, Ordering::AcqRel);
-                // A wall clock stepped back reads as no wait; one stepped
-                // forward may shed the INVITEs queued then, once, and
-                // their callers' retransmissions are handled instead.
-                let waited = u64::try_from(wall.0 - received.0).unwrap_or(0);
-                if is_stale_invite(Duration::from_millis(waited), &bytes) {
-                    SipStats::inc(&self.ctx.stats.stale);
-                } else {
-                    self.on_datagram(now, src, &bytes);
-                }
-                // Nothing of it is kept (the parsed message is a copy): the
-                // buffer goes back for the next datagram, unless it grew
-                // past a spare's size or the spares are full.
-                if bytes.capacity() <= SPARE_BUFFER_BYTES {
-                    let _ = self.spares.try_send(bytes);
-                }
-            }
+        let Inbound {
+            src,
+            bytes,
+            received,
+        } = datagram;
+        // A wall clock stepped back reads as no wait; one stepped forward
+        // may shed the INVITEs queued then, once, and their callers'
+        // retransmissions are handled instead.
+        let waited = u64::try_from(wall.0 - received.0).unwrap_or(0);
+        if is_stale_invite(Duration::from_millis(waited), &bytes) {
+            SipStats::inc(&self.ctx.stats.stale);
+        } else {
+            self.on_datagram(now, src, &bytes);
+        }
+        // Nothing of it is kept (the parsed message is a copy): the buffer
+        // is kept for the next datagram, unless it grew past a spare's
+        // size or the spares are full.
+        if bytes.capacity() <= SPARE_BUFFER_BYTES && self.spares.len() < SPARE_BUFFERS {
+            self.spares.push(bytes);
         }
     }
 
@@ -319,14 +346,12 @@ impl Driver {
             Event::Invite { id, src, message } => {
                 // The moment of the call is when its INVITE arrived.
                 let at = self.ctx.now();
-                let tx = self.tx.clone();
+                let decisions = self.decisions.clone();
                 let decide = Box::new(move |decided: Decided| {
                     // A driver that has stopped sends no final any more,
                     // but the call's log line is still written, here.
-                    if let Err(std::sync::mpsc::SendError(Input::Decision(_, d))) =
-                        tx.send(Input::Decision(id, decided))
-                    {
-                        d.log();
+                    if let Err((_, decided)) = decisions.send((id, decided)) {
+                        decided.log();
                     }
                 });
                 match on_invite(&self.ctx, src, &message, at, decide) {
@@ -443,7 +468,7 @@ impl Driver {
 
     /// Unregisters every registered line (`Expires: 0`) and waits a little
     /// for the answers, so the provider stops routing to us at once.
-    fn shutdown(mut self, rx: &may::sync::mpsc::Receiver<Input>) {
+    fn shutdown(mut self, buf: &mut [u8]) {
         let now = self.clock.now();
         for client in &mut self.clients {
             if let ClientKind::Register(r) = &mut client.kind {
@@ -461,9 +486,9 @@ impl Driver {
             if !pending || now >= deadline {
                 break;
             }
-            if let Ok(input) = rx.recv_timeout(Duration::from_millis(50)) {
-                self.handle(input);
-            }
+            self.inbox.wait(Duration::from_millis(50));
+            self.read_available(buf);
+            self.handle_batch();
             for client in &mut self.clients {
                 if let ClientKind::Register(r) = &mut client.kind {
                     r.handle_timeout(now);
@@ -489,7 +514,15 @@ fn log_outcome(line: &str, outcome: &Outcome, now: Instant) {
 }
 
 fn send(socket: &UdpSocket, t: &Transmit) {
-    if let Err(e) = socket.send_to(&t.bytes, t.to) {
+    let mut sent = socket.send_to(&t.bytes, t.to);
+    if matches!(&sent, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock) {
+        // The kernel's send buffer is full: wait for room once, bounded,
+        // as a blocking socket would (a final that is lost anyway is sent
+        // again by its transaction's timer).
+        wait_writable(socket.as_raw_fd(), SEND_WAIT);
+        sent = socket.send_to(&t.bytes, t.to);
+    }
+    if let Err(e) = sent {
         tracing::debug!(to = %t.to, error = %e, "sip send failed");
     }
 }

@@ -1,7 +1,7 @@
 //! SIP on the service's side: the UDP socket, the registration and ping
 //! clients of the lines, and what an inbound call does to a verification.
 //!
-//! Files in the order a call travels: `driver` (the socket, the coroutines
+//! Files in the order a call travels: `driver` (the socket, the SIP thread
 //! and the engine's state machines), `calls` (from an INVITE to a writer
 //! transition and a final response), `lines` (each line's resolved SIP
 //! settings, its up/down state and what going down does).
@@ -13,6 +13,7 @@
 
 mod calls;
 mod driver;
+mod inbox;
 mod line_info;
 mod lines;
 mod start;

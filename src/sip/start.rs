@@ -1,24 +1,21 @@
 //! Starting SIP: the socket bound with its buffers, a registration or ping
-//! client per line, and the two coroutines (`super::driver`).
+//! client per line, and the SIP thread (`super::driver`).
 //!
 //! Not for: what happens once it runs (`super::driver`, `super::calls`).
 
-use super::driver::{
-    receive, Client, ClientKind, Clock, Driver, Input, SipHandle, RECV_WAKE, SOCKET_BUFFER_BYTES,
-    SPARE_BUFFERS,
-};
+use super::driver::{Client, ClientKind, Clock, Driver, SipHandle, SOCKET_BUFFER_BYTES};
+use super::inbox::Inbox;
 use super::line_info::{resolve_lines, LineInfo};
 use super::lines::set_line_up;
 use super::Sip;
-use crate::coroutine;
 use crate::shared::config::{Config, LineConfig, LineMode};
 use anyhow::{Context, Result};
 use dialproof_engine::sip::ping::{PingConfig, Pinger};
 use dialproof_engine::sip::register::{Registration, RegistrationConfig};
 use dialproof_engine::sip::server::Endpoint;
-use may::net::UdpSocket;
-use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::collections::VecDeque;
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -58,16 +55,17 @@ pub fn spawn(ctx: &Arc<Sip>, config: &Config) -> Result<Option<SipHandle>> {
             up,
         });
     }
-    let done = start_coroutines(ctx, socket, clients, clock, seed);
+    let done = start_thread(ctx, socket, clients, clock, seed)?;
     tracing::info!(%addr, "sip listening (udp)");
     Ok(Some(SipHandle { addr, done }))
 }
 
-/// The SIP socket, with the buffers `SOCKET_BUFFER_BYTES` asks for.
-fn bind(listen: SocketAddr) -> Result<Arc<UdpSocket>> {
+/// The SIP socket, non-blocking (the SIP thread waits in `poll`), with the
+/// buffers `SOCKET_BUFFER_BYTES` asks for.
+fn bind(listen: SocketAddr) -> Result<UdpSocket> {
     let socket = UdpSocket::bind(listen).with_context(|| format!("binding SIP on {listen}"))?;
-    socket.set_read_timeout(Some(RECV_WAKE))?;
-    let sock = socket2::SockRef::from(socket.inner());
+    socket.set_nonblocking(true)?;
+    let sock = socket2::SockRef::from(&socket);
     // Best effort: a smaller buffer only means drops under bursts.
     let _ = sock.set_recv_buffer_size(SOCKET_BUFFER_BYTES);
     let _ = sock.set_send_buffer_size(SOCKET_BUFFER_BYTES);
@@ -76,7 +74,7 @@ fn bind(listen: SocketAddr) -> Result<Arc<UdpSocket>> {
         send = sock.send_buffer_size().unwrap_or(0),
         "sip socket buffers"
     );
-    Ok(Arc::new(socket))
+    Ok(socket)
 }
 
 /// The registration or ping client a line runs, started at `clock`'s now;
@@ -127,31 +125,16 @@ fn client_for(
     Some(kind)
 }
 
-/// The receive coroutine and the driver coroutine; the returned channel
-/// says when the driver has ended (after its un-REGISTERs).
-fn start_coroutines(
+/// The SIP thread; the returned channel says when it has ended (after its
+/// un-REGISTERs).
+fn start_thread(
     ctx: &Arc<Sip>,
-    socket: Arc<UdpSocket>,
+    socket: UdpSocket,
     clients: Vec<Client>,
     clock: Clock,
     seed: u64,
-) -> may::sync::mpsc::Receiver<()> {
-    let (tx, rx) = may::sync::mpsc::channel::<Input>();
-    let queued = Arc::new(AtomicUsize::new(0));
-    let (spares, spares_rx) = crossbeam_channel::bounded(SPARE_BUFFERS);
-    // The receiver outlives the service's stop flag: shutdown still reads
-    // the registrars' answers to `Expires: 0`. The driver clears it last.
-    let receiving = Arc::new(AtomicBool::new(true));
-    {
-        let (socket, tx, queued, receiving) = (
-            socket.clone(),
-            tx.clone(),
-            queued.clone(),
-            receiving.clone(),
-        );
-        let receiver = ctx.clone();
-        coroutine::spawn(move || receive(&socket, &tx, &spares_rx, &queued, &receiving, &receiver));
-    }
+) -> Result<may::sync::mpsc::Receiver<()>> {
+    let (inbox, decisions) = Inbox::new(socket.as_raw_fd()).context("creating the SIP eventfd")?;
     let (done_tx, done_rx) = may::sync::mpsc::channel();
     let driver = Driver {
         ctx: ctx.clone(),
@@ -159,17 +142,20 @@ fn start_coroutines(
         endpoint: Endpoint::new(seed.rotate_left(17)),
         clients,
         clock,
-        tx,
-        queued,
-        spares,
+        inbox,
+        decisions,
+        inbound: VecDeque::new(),
+        spares: Vec::new(),
         fence_unregistered: false,
     };
-    coroutine::spawn(move || {
-        driver.run(rx);
-        receiving.store(false, Ordering::Release);
-        let _ = done_tx.send(());
-    });
-    done_rx
+    std::thread::Builder::new()
+        .name("sip".into())
+        .spawn(move || {
+            driver.run();
+            let _ = done_tx.send(());
+        })
+        .context("starting the SIP thread")?;
+    Ok(done_rx)
 }
 
 /// Our address as `provider` reaches it: the configured public address,

@@ -98,7 +98,8 @@ pub struct ServerConfig {
     /// The HTTPS port written into redirect locations (defaults to the port
     /// of `https_listen`; set it when a proxy or NAT maps 443 to it).
     pub public_https_port: Option<u16>,
-    /// Worker threads for the HTTP and SIP coroutines (default: one per core).
+    /// Worker threads for the HTTP coroutines (default: one per core); SIP
+    /// runs on a thread of its own.
     pub workers: Option<usize>,
     /// The operators' listener (plain HTTP: `/metrics`, `/healthz`,
     /// `/readyz`); off unless set. Keep it on loopback or a private network.

@@ -70,8 +70,8 @@ fn answers_keep_going_out_while_a_flood_lasts() {
     assert!(!server.logs().contains("panicked"), "{}", server.logs());
 }
 
-/// The moment the receive coroutine took a datagram and the moment the
-/// driver handles it come from the service's one clock. On a clock that
+/// The moment the SIP thread read a datagram from the socket and the
+/// moment it handles it come from the service's one clock. On a clock that
 /// moves a second at every reading, every datagram has waited longer than
 /// the engine's `overload::INVITE_WAIT_MAX` (250 ms): an INVITE is
 /// dropped unanswered and counted as stale, and an OPTIONS, which is never
