@@ -267,15 +267,19 @@ impl Driver {
         }
     }
 
-    /// Handles the decisions queued and then at most [`BATCH_MAX`]
-    /// datagrams, so the answers go out and the timers run while a flood
-    /// lasts; returns how many inputs it handled.
+    /// Handles at most [`BATCH_MAX`] decisions and then at most as many
+    /// datagrams, so the answers go out, the timers run and the socket is
+    /// read again (its kernel buffer may hold only a few milliseconds of
+    /// a burst) while a flood lasts; returns how many inputs it handled.
     fn handle_batch(&mut self) -> usize {
         let mut handled = 0;
-        // Each decision ends a call the driver holds: bounded by the
-        // transaction table, and handled first, so a flood of new INVITEs
-        // never delays the answers to calls already decided.
-        while let Some((id, decided)) = self.inbox.try_decision() {
+        // Decisions first: each ends a call the driver holds, so a flood
+        // of new INVITEs never delays the answers to calls already
+        // decided.
+        for _ in 0..BATCH_MAX {
+            let Some((id, decided)) = self.inbox.try_decision() else {
+                break;
+            };
             self.decide(id, decided);
             handled += 1;
         }
