@@ -1,8 +1,8 @@
 //! Spawning may coroutines: the one place that says why may's unsafe spawn
 //! is sound in this service, the stack every coroutine gets, and the
 //! keeping of each finished coroutine's handle for a while (see below). The
-//! HTTP listeners, the SIP socket and the thread pool's tests all spawn
-//! here.
+//! HTTP listeners and the thread pool's tests spawn here (SIP runs on a
+//! thread of its own, `crate::sip`).
 //!
 //! Why finished coroutines' handles are kept: in may 0.3.51, an event
 //! source that parks a coroutine (a sleep, a park, an IO wait) first hands
