@@ -33,9 +33,9 @@ use dialproof_engine::sip::register::{Outcome, Registration};
 use dialproof_engine::sip::server::{Dropped, Endpoint, Event, Transmit, TxId};
 use dialproof_engine::sip::Instant;
 use dialproof_engine::time::UnixMillis;
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::net::{SocketAddr, UdpSocket};
-use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -140,7 +140,8 @@ impl Client {
 pub(super) struct Clock {
     source: crate::shared::clock::Clock,
     /// The source's last reading and the milliseconds counted so far.
-    state: std::sync::Mutex<(i64, u64)>,
+    /// Read and counted on the SIP thread alone, so no lock.
+    state: Cell<(i64, u64)>,
 }
 
 impl Clock {
@@ -148,7 +149,7 @@ impl Clock {
         let start = source.now().0;
         Clock {
             source,
-            state: std::sync::Mutex::new((start, 0)),
+            state: Cell::new((start, 0)),
         }
     }
 
@@ -160,12 +161,11 @@ impl Clock {
     /// reading for both.
     fn read(&self) -> (Instant, UnixMillis) {
         let wall = self.source.now();
-        // A poisoned lock only means a panic elsewhere while counting; the
-        // pair is still a valid reading.
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let step = u64::try_from(wall.0 - state.0).unwrap_or(0);
-        *state = (wall.0, state.1.saturating_add(step));
-        (Instant(state.1), wall)
+        let (last, counted) = self.state.get();
+        let step = u64::try_from(wall.0 - last).unwrap_or(0);
+        let counted = counted.saturating_add(step);
+        self.state.set((wall.0, counted));
+        (Instant(counted), wall)
     }
 }
 
@@ -205,9 +205,10 @@ impl Driver {
                 .invite_transactions
                 .store(held, Ordering::Relaxed);
             if handled == 0 {
+                // What the timers queued leaves before the sleep.
                 self.flush();
                 let wait = self.until_next_timer();
-                self.inbox.wait(wait);
+                self.inbox.wait(&self.socket, wait);
             }
         }
         self.shutdown(&mut buf);
@@ -490,7 +491,7 @@ impl Driver {
             if !pending || now >= deadline {
                 break;
             }
-            self.inbox.wait(Duration::from_millis(50));
+            self.inbox.wait(&self.socket, Duration::from_millis(50));
             self.read_available(buf);
             self.handle_batch();
             for client in &mut self.clients {
@@ -523,7 +524,7 @@ fn send(socket: &UdpSocket, t: &Transmit) {
         // The kernel's send buffer is full: wait for room once, bounded,
         // as a blocking socket would (a final that is lost anyway is sent
         // again by its transaction's timer).
-        wait_writable(socket.as_raw_fd(), SEND_WAIT);
+        wait_writable(socket, SEND_WAIT);
         sent = socket.send_to(&t.bytes, t.to);
     }
     if let Err(e) = sent {

@@ -16,13 +16,13 @@
 //!
 //! Not for: what the SIP thread does with an input (`driver`).
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 /// The eventfd that wakes the SIP thread, and whether it sleeps.
-pub(super) struct Bell {
+struct Bell {
     fd: OwnedFd,
     /// Set by the SIP thread just before it sleeps, cleared when it wakes
     /// or by the first ring.
@@ -30,7 +30,7 @@ pub(super) struct Bell {
 }
 
 impl Bell {
-    pub(super) fn new() -> std::io::Result<Bell> {
+    fn new() -> std::io::Result<Bell> {
         // SAFETY: eventfd takes no pointers; a negative result is an error.
         let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
         if fd < 0 {
@@ -101,7 +101,6 @@ impl<T> Decisions<T> {
 pub(super) struct Inbox<T> {
     rx: crossbeam_channel::Receiver<T>,
     bell: Arc<Bell>,
-    socket: RawFd,
 }
 
 /// What woke a wait.
@@ -115,16 +114,15 @@ pub(super) enum Woken {
 }
 
 impl<T> Inbox<T> {
-    /// An inbox that wakes on `socket` (which must outlive it) and the
-    /// sender that feeds it.
-    pub(super) fn new(socket: RawFd) -> std::io::Result<(Inbox<T>, Decisions<T>)> {
+    /// An inbox and the sender that feeds it.
+    pub(super) fn new() -> std::io::Result<(Inbox<T>, Decisions<T>)> {
         let bell = Arc::new(Bell::new()?);
         let (tx, rx) = crossbeam_channel::unbounded();
         let decisions = Decisions {
             tx,
             bell: bell.clone(),
         };
-        Ok((Inbox { rx, bell, socket }, decisions))
+        Ok((Inbox { rx, bell }, decisions))
     }
 
     /// The next queued decision, without waiting.
@@ -132,8 +130,9 @@ impl<T> Inbox<T> {
         self.rx.try_recv().ok()
     }
 
-    /// Sleeps until a datagram or a decision is ready, or `timeout`.
-    pub(super) fn wait(&self, timeout: Duration) -> Woken {
+    /// Sleeps until a datagram is ready on `socket` or a decision is
+    /// queued, or `timeout`.
+    pub(super) fn wait(&self, socket: impl AsFd, timeout: Duration) -> Woken {
         self.bell.sleeping.store(true, Ordering::SeqCst);
         fence(Ordering::SeqCst);
         if !self.rx.is_empty() {
@@ -142,7 +141,7 @@ impl<T> Inbox<T> {
         }
         let mut fds = [
             libc::pollfd {
-                fd: self.socket,
+                fd: socket.as_fd().as_raw_fd(),
                 events: libc::POLLIN,
                 revents: 0,
             },
@@ -171,9 +170,9 @@ impl<T> Inbox<T> {
 
 /// Waits up to `timeout` for `socket` to take another datagram (its
 /// kernel buffer was full).
-pub(super) fn wait_writable(socket: RawFd, timeout: Duration) {
+pub(super) fn wait_writable(socket: impl AsFd, timeout: Duration) {
     let mut fd = libc::pollfd {
-        fd: socket,
+        fd: socket.as_fd().as_raw_fd(),
         events: libc::POLLOUT,
         revents: 0,
     };
@@ -195,26 +194,26 @@ mod tests {
     #[test]
     fn a_wait_runs_out_without_input() {
         let sock = socket();
-        let (inbox, _decisions) = Inbox::<u32>::new(sock.as_raw_fd()).unwrap();
+        let (inbox, _decisions) = Inbox::<u32>::new().unwrap();
         let started = Instant::now();
-        assert_eq!(inbox.wait(Duration::from_millis(20)), Woken::Timeout);
+        assert_eq!(inbox.wait(&sock, Duration::from_millis(20)), Woken::Timeout);
         assert!(started.elapsed() >= Duration::from_millis(20));
     }
 
     #[test]
     fn a_datagram_wakes_the_wait() {
         let sock = socket();
-        let (inbox, _decisions) = Inbox::<u32>::new(sock.as_raw_fd()).unwrap();
+        let (inbox, _decisions) = Inbox::<u32>::new().unwrap();
         socket().send_to(b"x", sock.local_addr().unwrap()).unwrap();
-        assert_eq!(inbox.wait(Duration::from_secs(10)), Woken::Input);
+        assert_eq!(inbox.wait(&sock, Duration::from_secs(10)), Woken::Input);
     }
 
     #[test]
     fn a_decision_queued_before_the_wait_is_seen_without_sleeping() {
         let sock = socket();
-        let (inbox, decisions) = Inbox::new(sock.as_raw_fd()).unwrap();
+        let (inbox, decisions) = Inbox::new().unwrap();
         decisions.send(7u32).unwrap();
-        assert_eq!(inbox.wait(Duration::from_secs(10)), Woken::Input);
+        assert_eq!(inbox.wait(&sock, Duration::from_secs(10)), Woken::Input);
         assert_eq!(inbox.try_decision(), Some(7));
         assert_eq!(inbox.try_decision(), None);
     }
@@ -222,7 +221,7 @@ mod tests {
     #[test]
     fn a_decision_sent_from_another_thread_wakes_a_sleeping_wait() {
         let sock = socket();
-        let (inbox, decisions) = Inbox::new(sock.as_raw_fd()).unwrap();
+        let (inbox, decisions) = Inbox::new().unwrap();
         let bell = decisions.bell.clone();
         let sender = std::thread::spawn(move || {
             // Send only once the wait has said it sleeps, so this checks
@@ -234,17 +233,16 @@ mod tests {
         });
         // Without the ring the wait would run its whole 10 s, and the
         // ringing thread would have ended long before.
-        assert_eq!(inbox.wait(Duration::from_secs(10)), Woken::Input);
+        assert_eq!(inbox.wait(&sock, Duration::from_secs(10)), Woken::Input);
         sender.join().unwrap();
         assert_eq!(inbox.try_decision(), Some(9));
         // The ring was drained: the next wait sleeps its whole time.
-        assert_eq!(inbox.wait(Duration::from_millis(10)), Woken::Timeout);
+        assert_eq!(inbox.wait(&sock, Duration::from_millis(10)), Woken::Timeout);
     }
 
     #[test]
     fn a_send_after_the_sip_thread_ended_gives_the_decision_back() {
-        let sock = socket();
-        let (inbox, decisions) = Inbox::new(sock.as_raw_fd()).unwrap();
+        let (inbox, decisions) = Inbox::new().unwrap();
         drop(inbox);
         assert_eq!(decisions.send(3u32), Err(3));
     }

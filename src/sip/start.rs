@@ -15,7 +15,6 @@ use dialproof_engine::sip::register::{Registration, RegistrationConfig};
 use dialproof_engine::sip::server::Endpoint;
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
-use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -134,7 +133,7 @@ fn start_thread(
     clock: Clock,
     seed: u64,
 ) -> Result<may::sync::mpsc::Receiver<()>> {
-    let (inbox, decisions) = Inbox::new(socket.as_raw_fd()).context("creating the SIP eventfd")?;
+    let (inbox, decisions) = Inbox::new().context("creating the SIP eventfd")?;
     let (done_tx, done_rx) = may::sync::mpsc::channel();
     let driver = Driver {
         ctx: ctx.clone(),
