@@ -151,11 +151,7 @@ impl<T> Inbox<T> {
                 revents: 0,
             },
         ];
-        // Rounded up, so a timer due in 0.4 ms is not polled for 0 ms
-        // over and over; capped far beyond any wait the driver asks for.
-        let ms = timeout.as_micros().div_ceil(1000).min(60_000) as libc::c_int;
-        // SAFETY: `fds` is a live array of two pollfd for the call.
-        let ready = unsafe { libc::poll(fds.as_mut_ptr(), 2, ms) };
+        let ready = poll(&mut fds, timeout);
         self.bell.sleeping.store(false, Ordering::SeqCst);
         if fds[1].revents != 0 {
             self.bell.drain();
@@ -171,14 +167,24 @@ impl<T> Inbox<T> {
 /// Waits up to `timeout` for `socket` to take another datagram (its
 /// kernel buffer was full).
 pub(super) fn wait_writable(socket: impl AsFd, timeout: Duration) {
-    let mut fd = libc::pollfd {
+    let mut fds = [libc::pollfd {
         fd: socket.as_fd().as_raw_fd(),
         events: libc::POLLOUT,
         revents: 0,
-    };
-    let ms = timeout.as_millis().min(60_000) as libc::c_int;
-    // SAFETY: `fd` is a live pollfd for the call.
-    unsafe { libc::poll(&mut fd, 1, ms) };
+    }];
+    poll(&mut fds, timeout);
+}
+
+/// `poll(2)` on `fds` for up to `timeout`; how many are ready (0 when the
+/// time ran out, negative on an error such as EINTR, which the callers
+/// treat as a wake: they look at their inputs again either way).
+fn poll(fds: &mut [libc::pollfd], timeout: Duration) -> libc::c_int {
+    // Rounded up, so a timer due in 0.4 ms is not polled for 0 ms over and
+    // over; capped far beyond any wait the driver asks for.
+    let ms = timeout.as_micros().div_ceil(1000).min(60_000) as libc::c_int;
+    // SAFETY: `fds` is a live slice of pollfd for the call, and its length
+    // is the count passed.
+    unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) }
 }
 
 #[cfg(test)]
